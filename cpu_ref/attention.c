@@ -1,0 +1,180 @@
+/* attention.c — stage attention, twice (DESIGN.md §3):
+ *
+ * cpu_attention_fp8: the FP8 kernels' contract, emulated exactly: e4m3 Q, K, V
+ * codes with per-(head, 128-token group) scales, key tiles of key_tile keys,
+ * base-2 online softmax with running max m and rescale alpha = 2^(m_old -
+ * m_new), P rounded to e4m3 after the multiplier 256 * sv[g] / svmax, one
+ * division by l at the end, LSE in natural log. Scores, sums and the PV
+ * product are FP32 (the tensor cores accumulate e4m3 products in FP32).
+ *
+ * cpu_attention_exact: FP32 softmax attention on the BF16 q, k, v, two-pass
+ * (scores, max, exp, sum) so it shares no algorithm with the online path.
+ *
+ * Both: parallel over query rows of each head; every key is used; O BF16
+ * [nrows][H*128], LSE FP32 [H][nrows]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+#include "cpu_ref.h"
+
+#define D 128
+
+static float e4m3_lut[256];
+static void init_lut(void)
+{
+    /* Idempotent; racing writers store the same values. */
+    for (int i = 0; i < 256; i++) e4m3_lut[i] = h3_e4m3_to_f32((uint8_t)i);
+}
+
+static inline float dot128(const float *restrict a, const float *restrict b)
+{
+    /* 8 independent partial sums (vectorisable without reassociation). */
+    float p[8] = {0};
+    for (int d = 0; d < D; d += 8)
+        for (int u = 0; u < 8; u++) p[u] += a[d + u] * b[d + u];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                            const float *sk, const float *sv, int S, int H, int h, int key_tile, int quant,
+                            const int *rows, int nrows, uint16_t *O, float *lse)
+{
+    const int S_pad = h3_pad_tokens(S), G = h3_groups(S);
+    const size_t plane = (size_t)S_pad * D;
+    const uint8_t *qh = q8 + h * plane, *kh = k8 + h * plane, *vh = vt8 + h * plane;
+    float *kf = malloc(plane * sizeof(float)); /* [S_pad][D] decoded K codes */
+    float *vf = malloc(plane * sizeof(float)); /* [S_pad][D] decoded V codes, keys in natural order */
+    init_lut();
+    float svmax = 0.0f;
+    for (int g = 0; g < G; g++) svmax = fmaxf(svmax, sv[h * G + g]);
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < S_pad; j++) {
+        const int slot = h3_v_key_slot(j); /* undo the 16-key permutation of vt8 */
+        for (int d = 0; d < D; d++) {
+            kf[(size_t)j * D + d] = e4m3_lut[kh[(size_t)j * D + d]];
+            vf[(size_t)j * D + d] = e4m3_lut[vh[(size_t)d * S_pad + slot]];
+        }
+    }
+    const int ntiles = (S + key_tile - 1) / key_tile;
+#pragma omp parallel
+    {
+        float *x = malloc((size_t)key_tile * sizeof(float)); /* [key_tile] scores, then p */
+#pragma omp for schedule(dynamic, 4)
+        for (int r = 0; r < nrows; r++) {
+            const int i = cpu_row(rows, r), gq = i / H3_QGROUP;
+            float qf[D], acc[D], tacc[D];
+            for (int d = 0; d < D; d++) {
+                qf[d] = e4m3_lut[qh[(size_t)i * D + d]];
+                acc[d] = 0.0f;
+            }
+            float m = -INFINITY, l = 0.0f;
+            for (int t = 0; t < ntiles; t++) {
+                const int j0 = t * key_tile, gk = j0 / H3_QGROUP; /* key_tile | 128: one group per tile */
+                const int nv = S - j0 < key_tile ? S - j0 : key_tile;  /* valid keys; the rest are -inf */
+                const float c = (sq[h * G + gq] * sk[h * G + gk]) * CPU_ATTN_SCALE_LOG2E;
+                float tmax = -INFINITY;
+                for (int j = 0; j < nv; j++) {
+                    x[j] = c * dot128(qf, kf + (size_t)(j0 + j) * D);
+                    tmax = fmaxf(tmax, x[j]);
+                }
+                const float m_new = fmaxf(m, tmax);
+                /* alpha = 2^(m - m_new); m = -inf (first tile) would give
+                 * -inf - -inf = NaN when m_new is -inf too, so guard it. */
+                const float alpha = m == -INFINITY ? 0.0f : exp2f(m - m_new);
+                const float mult = 256.0f * sv[h * G + gk] / svmax; /* p in [0,1] -> [0,256]; V's group scale folded in */
+                float psum = 0.0f;
+                for (int d = 0; d < D; d++) tacc[d] = 0.0f;
+                for (int j = 0; j < nv; j++) {
+                    const float p = m_new == -INFINITY ? 0.0f : exp2f(x[j] - m_new);
+                    psum += p;
+                    const float p8 = quant ? cpu_round_e4m3_pos(p * mult) : p * mult;
+                    const float *vr = vf + (size_t)(j0 + j) * D;
+                    for (int d = 0; d < D; d++) tacc[d] += p8 * vr[d];
+                }
+                l = l * alpha + psum;
+                for (int d = 0; d < D; d++) acc[d] = acc[d] * alpha + tacc[d];
+                m = m_new;
+            }
+            /* acc ~ (256 / svmax) * sum p v_dequant: undo with one multiply. */
+            const float fin = (svmax * 0.00390625f) / l;
+            uint16_t *o = O + (size_t)r * H * D + (size_t)h * D; /* [D] of [nrows][H*D] bf16 */
+            for (int d = 0; d < D; d++) o[d] = h3_f32_to_bf16(acc[d] * fin);
+            if (lse) lse[(size_t)h * nrows + r] = (m + log2f(l)) * CPU_LN2;
+        }
+        free(x);
+    }
+    free(kf);
+    free(vf);
+}
+
+void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                       const float *sv, int S, int H, int key_tile, int quant, const int *rows, int nrows,
+                       uint16_t *O, float *lse)
+{
+    if (key_tile <= 0 || H3_QGROUP % key_tile != 0) {
+        /* Library code does not abort: report and poison the outputs so any
+         * check of them fails loudly. */
+        fprintf(stderr, "cpu_attention_fp8: key_tile %d must be a positive divisor of %d\n", key_tile, H3_QGROUP);
+        for (size_t i = 0; i < (size_t)nrows * H * D; i++) O[i] = 0x7fc0;
+        if (lse)
+            for (size_t i = 0; i < (size_t)nrows * H; i++) lse[i] = NAN;
+        return;
+    }
+    for (int h = 0; h < H; h++)
+        cpu_attention_fp8_head(q8, k8, vt8, sq, sk, sv, S, H, h, key_tile, quant, rows, nrows, O, lse);
+}
+
+void cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,
+                              const int *rows, int nrows, uint16_t *O, float *lse)
+{
+    const size_t I = (size_t)H * D;
+    const float scale = 0.08838834764831845f; /* D^-0.5 */
+    float *kf = malloc((size_t)S * D * sizeof(float)); /* [S][D] K of head h */
+    float *vf = malloc((size_t)S * D * sizeof(float)); /* [S][D] V of head h */
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < S; j++)
+        for (int d = 0; d < D; d++) {
+            kf[(size_t)j * D + d] = h3_bf16_to_f32(k[j * I + (size_t)h * D + d]);
+            vf[(size_t)j * D + d] = h3_bf16_to_f32(v[j * I + (size_t)h * D + d]);
+        }
+#pragma omp parallel
+    {
+        float *sc = malloc((size_t)S * sizeof(float)); /* [S] scores, then exp */
+#pragma omp for schedule(dynamic, 4)
+        for (int r = 0; r < nrows; r++) {
+            const int i = cpu_row(rows, r);
+            float qf[D], acc[D];
+            for (int d = 0; d < D; d++) {
+                qf[d] = h3_bf16_to_f32(q[i * I + (size_t)h * D + d]);
+                acc[d] = 0.0f;
+            }
+            float m = -INFINITY;
+            for (int j = 0; j < S; j++) {
+                sc[j] = dot128(qf, kf + (size_t)j * D) * scale;
+                m = fmaxf(m, sc[j]);
+            }
+            float l = 0.0f;
+            for (int j = 0; j < S; j++) {
+                const float p = expf(sc[j] - m);
+                l += p;
+                const float *vr = vf + (size_t)j * D;
+                for (int d = 0; d < D; d++) acc[d] += p * vr[d];
+            }
+            const float inv = 1.0f / l;
+            uint16_t *o = O + (size_t)r * I + (size_t)h * D;
+            for (int d = 0; d < D; d++) o[d] = h3_f32_to_bf16(acc[d] * inv);
+            if (lse) lse[(size_t)h * nrows + r] = m + logf(l);
+        }
+        free(sc);
+    }
+    free(kf);
+    free(vf);
+}
+
+void cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
+                         int nrows, uint16_t *O, float *lse)
+{
+    for (int h = 0; h < H; h++) cpu_attention_exact_head(q, k, v, S, H, h, rows, nrows, O, lse);
+}

@@ -1,0 +1,180 @@
+/* block.c — the whole H3 block on the CPU (DESIGN.md §1 steps 1-9), every row.
+ *
+ * Composes the stage functions exactly (same calls, same rounding points), so
+ * its output equals a hand-written chain of them bit for bit. To bound memory
+ * at large S, qkv_gemm + qk_norm_rope_quant and fc1_gemm + swiglu run over
+ * chunks of CHUNK rows (a multiple of the 128-token quantisation group), so
+ * the [S][3*H*D] qkv and [S][2F] fc1 outputs never exist whole; the GEMM
+ * result of a row does not depend on the chunking (gemm.c). Per-stage wall
+ * times accumulate over chunks. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cpu_internal.h"
+#include "cpu_ref.h"
+
+#define CHUNK 1024
+
+typedef struct {
+    int on, tty;
+    double total, done, last;
+} progress_t;
+
+static void progress_step(progress_t *p, int stage, double work)
+{
+    p->done += work;
+    if (!p->on || !p->tty) return;
+    double now = omp_get_wtime();
+    if (now - p->last < 0.2 && p->done < p->total) return;
+    p->last = now;
+    const int width = 30, pct = p->total > 0 ? (int)(100.0 * p->done / p->total) : 100;
+    const int fill = pct * width / 100;
+    fprintf(stderr, "\rcpu block [%.*s%*s] %3d%% %-20s", fill, "##############################", width - fill, "",
+            pct, h3_stage_names[stage]);
+    fflush(stderr);
+}
+
+void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                       const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                       int progress, uint16_t *out, double *ms)
+{
+    const int C = cfg->hidden, H = cfg->heads, D = cfg->head_dim, F = cfg->ffn, I = h3_attn_width(cfg),
+              W3 = h3_qkv_width(cfg), S_pad = h3_pad_tokens(S), G = h3_groups(S);
+    const float eps = cfg->eps;
+    double t_stage[H3_STAGE_COUNT] = {0};
+    progress_t pr = {progress, isatty(2), 0, 0, 0};
+    pr.total = 2.0 * S * ((double)W3 * C + (double)C * I + 2.0 * F * C + (double)C * F) + 4.0 * S * (double)S * D * H +
+               (double)h3_mod_width(cfg) * cfg->temb;
+
+    uint16_t *mod = malloc((size_t)h3_mod_width(cfg) * 2); /* [M][6][C] bf16 */
+    uint16_t *a = malloc((size_t)S * C * 2);               /* [S][C] bf16: norm1_mod, later norm2_mod */
+    uint16_t *y = malloc((size_t)S * C * 2);               /* [S][C] bf16: out_gemm, later fc2_gemm */
+    uint16_t *x1 = malloc((size_t)S * C * 2);              /* [S][C] bf16: after gate_res1 */
+    uint16_t *o = malloc((size_t)S * I * 2);               /* [S][I] bf16 attention output */
+    uint16_t *buf = malloc((size_t)CHUNK * (W3 > 2 * F ? W3 : 2 * F) * 2); /* [CHUNK][3I or 2F] bf16 */
+    uint16_t *u = malloc((size_t)S * F * 2);               /* [S][F] bf16 swiglu output */
+    uint8_t *q8 = NULL, *k8 = NULL, *vt8 = NULL;
+    float *sc = NULL;
+    uint16_t *qb = NULL, *kb = NULL, *vb = NULL;
+    if (exact) {
+        qb = malloc((size_t)S * I * 2); /* [S][I] bf16 */
+        kb = malloc((size_t)S * I * 2);
+        vb = malloc((size_t)S * I * 2);
+    } else {
+        q8 = malloc((size_t)H * S_pad * D); /* [H][S_pad][D] e4m3 */
+        k8 = malloc((size_t)H * S_pad * D); /* [H][S_pad][D] e4m3 */
+        vt8 = malloc((size_t)H * S_pad * D); /* [H][D][S_pad] e4m3, keys permuted */
+        sc = malloc((size_t)3 * H * G * sizeof(float)); /* sq, sk, sv [H][G] */
+    }
+    if (!mod || !a || !y || !x1 || !o || !buf || !u || (exact ? !qb || !kb || !vb : !q8 || !k8 || !vt8 || !sc)) {
+        fprintf(stderr, "cpu_block_forward: out of memory at S = %d; output set to NaN\n", S);
+        for (size_t i = 0; i < (size_t)S * C; i++) out[i] = 0x7fc0;
+        goto done;
+    }
+    if (progress && !pr.tty) fprintf(stderr, "cpu block: S = %d, running ...\n", S);
+
+    double t0 = omp_get_wtime(), t1;
+#define LAP(stage)                                                                                                 \
+    do {                                                                                                           \
+        t1 = omp_get_wtime();                                                                                      \
+        t_stage[stage] += (t1 - t0) * 1e3;                                                                         \
+        t0 = t1;                                                                                                   \
+    } while (0)
+
+    /* 1-2: adaln, norm1_mod */
+    cpu_adaln(cfg, temb, wt->w[H3_T_ADALN_W], wt->w[H3_T_ADALN_B], mod);
+    LAP(H3_STAGE_ADALN);
+    progress_step(&pr, H3_STAGE_ADALN, (double)h3_mod_width(cfg) * cfg->temb);
+    cpu_rmsnorm_mod(x, wt->w[H3_T_NORM1], mod, tags, S, C, eps, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, NULL, S, a);
+    LAP(H3_STAGE_NORM1_MOD);
+
+    /* 3-4: qkv_gemm and qk_norm_rope(_quant), per chunk of whole groups */
+    for (int r0 = 0; r0 < S; r0 += CHUNK) {
+        const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
+        cpu_gemm_bf16(a + (size_t)r0 * C, wt->w[H3_T_QKV], n, W3, C, NULL, n, buf);
+        LAP(H3_STAGE_QKV_GEMM);
+        progress_step(&pr, H3_STAGE_QKV_GEMM, 2.0 * n * W3 * C);
+        if (exact)
+            cpu_qk_norm_rope(cfg, buf, pos + (size_t)r0 * 3, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], n, NULL, n,
+                             qb + (size_t)r0 * I, kb + (size_t)r0 * I, vb + (size_t)r0 * I);
+        else
+            cpu_qk_norm_rope_quant_groups(cfg, buf, pos, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], S, r0 / H3_QGROUP,
+                                          (r0 + n + H3_QGROUP - 1) / H3_QGROUP, q8, k8, vt8, sc, sc + H * G,
+                                          sc + 2 * H * G);
+        LAP(H3_STAGE_QK_NORM_ROPE_QUANT);
+    }
+
+    /* 5: attention, per head */
+    if (!exact && (key_tile <= 0 || H3_QGROUP % key_tile != 0)) {
+        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, S, H, key_tile, 1, NULL, S, o, NULL);
+    } else {
+        for (int h = 0; h < H; h++) {
+            if (exact)
+                cpu_attention_exact_head(qb, kb, vb, S, H, h, NULL, S, o, NULL);
+            else
+                cpu_attention_fp8_head(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, S, H, h, key_tile, 1, NULL, S,
+                                       o, NULL);
+            progress_step(&pr, H3_STAGE_ATTENTION, 4.0 * S * (double)S * D);
+        }
+    }
+    LAP(H3_STAGE_ATTENTION);
+
+    /* 6: out_gemm, gate_res1 */
+    for (int r0 = 0; r0 < S; r0 += CHUNK) {
+        const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
+        cpu_gemm_bf16(o + (size_t)r0 * I, wt->w[H3_T_OUT], n, C, I, NULL, n, y + (size_t)r0 * C);
+        progress_step(&pr, H3_STAGE_OUT_GEMM, 2.0 * n * C * I);
+    }
+    LAP(H3_STAGE_OUT_GEMM);
+    cpu_gate_residual(x, y, mod, tags, S, C, H3_SLOT_GATE_MSA, NULL, S, x1);
+    LAP(H3_STAGE_GATE_RES1);
+
+    /* 7-8: norm2_mod, fc1_gemm + swiglu per chunk */
+    cpu_rmsnorm_mod(x1, wt->w[H3_T_NORM2], mod, tags, S, C, eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, NULL, S, a);
+    LAP(H3_STAGE_NORM2_MOD);
+    for (int r0 = 0; r0 < S; r0 += CHUNK) {
+        const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
+        cpu_gemm_bf16(a + (size_t)r0 * C, wt->w[H3_T_FC1], n, 2 * F, C, NULL, n, buf);
+        LAP(H3_STAGE_FC1_GEMM);
+        progress_step(&pr, H3_STAGE_FC1_GEMM, 2.0 * n * 2 * F * C);
+        cpu_swiglu(buf, n, F, NULL, n, u + (size_t)r0 * F);
+        LAP(H3_STAGE_SWIGLU);
+    }
+
+    /* 9: fc2_gemm, gate_res2 */
+    for (int r0 = 0; r0 < S; r0 += CHUNK) {
+        const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
+        cpu_gemm_bf16(u + (size_t)r0 * F, wt->w[H3_T_FC2], n, C, F, NULL, n, y + (size_t)r0 * C);
+        progress_step(&pr, H3_STAGE_FC2_GEMM, 2.0 * n * C * F);
+    }
+    LAP(H3_STAGE_FC2_GEMM);
+    cpu_gate_residual(x1, y, mod, tags, S, C, H3_SLOT_GATE_MLP, NULL, S, out);
+    LAP(H3_STAGE_GATE_RES2);
+#undef LAP
+    if (progress && pr.tty) {
+        pr.last = -1e9;
+        progress_step(&pr, H3_STAGE_GATE_RES2, 0);
+        fputc('\n', stderr);
+    }
+
+done:
+    if (ms)
+        for (int s = 0; s < H3_STAGE_COUNT; s++) ms[s] = t_stage[s];
+    free(mod);
+    free(a);
+    free(y);
+    free(x1);
+    free(o);
+    free(buf);
+    free(u);
+    free(q8);
+    free(k8);
+    free(vt8);
+    free(sc);
+    free(qb);
+    free(kb);
+    free(vb);
+}

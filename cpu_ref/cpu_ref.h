@@ -1,0 +1,119 @@
+/* cpu_ref.h — the OpenMP FP32 reference of every H3 block stage (DESIGN.md §1-§3, §5).
+ *
+ * Ground truth for the GPU path. Plain C + OpenMP, FP32 arithmetic on BF16
+ * inputs, same argument order as the GPU launcher each function checks
+ * (kernels/kernels.h). Never includes CUDA headers or kernels/.
+ *
+ * Row sampling: functions that take (rows, nrows) compute only those output
+ * rows (tokens). rows == NULL means every row 0..S-1 (then nrows must be S).
+ * Inputs are always full-size; outputs are compact: output row r belongs to
+ * token rows[r]. Attention for a sampled query row still uses every key.
+ *
+ * Exact semantics (the GPU kernels implement the same):
+ *   adaln        mod[j] = bf16(sum_k W[j][k] * silu(temb[k]) + b[j]), silu in FP32
+ *   rmsnorm_mod  out = bf16(x * rsqrt(mean(x^2) + eps) * w * (1 + scale[tag]) + shift[tag])
+ *   gemm         y[r][n] = bf16(sum_k x[r][k] * W[n][k])           (y = x W^T)
+ *   qk_norm_rope q, k of head h (grouped layout: qkv[s][384h + {0,128,256} + d]):
+ *                t = bf16(x * rsqrt(mean_d(x^2) + eps) * w[d]), then RoPE on
+ *                dims 0..95 in FP32 and rounding to BF16; dims 96..127 pass.
+ *                omega_j = (float)pow(theta, -j / rope_freqs), j < 16;
+ *                f[d] = pos[d / 16] * omega_{d % 16} (float product) for d < 48,
+ *                f[d] = f[d - 48] for 48 <= d < 96; NeoX halves:
+ *                y[d] = t[d] cos f[d] - t[d+48] sin f[d]   (d < 48)
+ *                y[d] = t[d] cos f[d] + t[d-48] sin f[d]   (48 <= d < 96)
+ *   quant_fp8    per (head, 128-token group g): amax over the group's valid
+ *                tokens and all 128 dims; s = amax / 448 (1 if amax == 0);
+ *                code = e4m3_satfinite_rne(x * (448 / amax)) (0 for padding).
+ *                q8, k8: [H][S_pad][128]; vt8: [H][128][S_pad] with
+ *                vt8[h][d][p] = V code of key h3_v_slot_key(p) (config.h);
+ *                sq, sk, sv: [H][G] (G = S_pad / 128).
+ *   attention    (emulated FP8) per key tile of key_tile keys (a divisor of
+ *                128), base-2 online softmax:
+ *                  c      = (sq[h][gq] * sk[h][gk]) * (D^-0.5 * log2 e)
+ *                  x_j    = c * dot(q8_i, k8_j)  (keys >= S: -inf)
+ *                  m_new  = max(m, max_j x_j);  alpha = exp2(m - m_new) (0 when m = -inf)
+ *                  p_j    = exp2(x_j - m_new);  l = l * alpha + sum_j p_j
+ *                  P8_j   = e4m3(p_j * (256 * sv[h][gk] / svmax[h]))
+ *                  acc[d] = acc[d] * alpha + sum_j P8_j * v8_j[d]
+ *                end: O = bf16(acc * ((svmax * 2^-8) / l)); LSE = (m + log2 l) * ln 2
+ *                (svmax = max_g sv[h][g]). The P multiplier keeps p in
+ *                [0, 256], the top of e4m3's fine range, and folds V's per-group
+ *                scale into one multiply; 1/256 and svmax return in the final 1/l.
+ *   attention_exact  FP32 softmax(q k^T / sqrt(D)) v on BF16 q, k, v.
+ *   gate_residual    out = bf16(x + gate[tag] * y)
+ *   swiglu       u[s][f] = bf16(silu(g[s][f]) * g[s][F + f]) */
+#ifndef H3_CPU_REF_H
+#define H3_CPU_REF_H
+
+#include <stdint.h>
+
+#include "../src/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* temb [T] f32, W [M*6*C][T] bf16, b [M*6*C] bf16 -> mod [M][6][C] bf16 */
+void cpu_adaln(const h3_config *cfg, const float *temb, const uint16_t *W, const uint16_t *b, uint16_t *mod);
+
+/* x [S][C] bf16, w [C] bf16, mod [M][6][C] bf16, tags [S] -> out [nrows][C] bf16 */
+void cpu_rmsnorm_mod(const uint16_t *x, const uint16_t *w, const uint16_t *mod, const int32_t *tags, int S, int C,
+                     float eps, int slot_shift, int slot_scale, const int *rows, int nrows, uint16_t *out);
+
+/* x [S][K] bf16, W [N][K] bf16 -> y [nrows][N] bf16 */
+void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, const int *rows, int nrows,
+                   uint16_t *y);
+
+/* qkv [S][3*H*D] bf16 grouped, pos [S][3] f32, qw, kw [D] bf16 ->
+ * q, k, v [nrows][H*D] bf16 (q, k normed + RoPE'd; v copied). */
+void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
+                      const uint16_t *kw, int S, const int *rows, int nrows, uint16_t *q, uint16_t *k, uint16_t *v);
+
+/* q, k, v [S][H*D] bf16 (all rows) -> q8, k8 [H][S_pad][D], vt8 [H][D][S_pad]
+ * e4m3 codes, sq, sk, sv [H][G]. groups/ngroups: only these 128-token groups
+ * (NULL: all); the others are left untouched. */
+void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int *groups,
+                   int ngroups, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv);
+
+/* The fused stage qk_norm_rope_quant, as the GPU runs it: qkv -> FP8 operands.
+ * Full sequence (scales need whole groups). */
+void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
+                            const uint16_t *kw, int S, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
+                            float *sv);
+
+/* Emulated FP8 attention (the contract above). -> O [nrows][H*D] bf16,
+ * lse [H][nrows] f32 (may be NULL). quant = 0 switches the P rounding off
+ * (P8_j = p_j * multiplier, exact), for testing the online softmax alone. */
+void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                       const float *sv, int S, int H, int key_tile, int quant, const int *rows, int nrows,
+                       uint16_t *O, float *lse);
+
+/* Exact FP32 attention on BF16 q, k, v [S][H*D] -> O [nrows][H*D] bf16, lse [H][nrows]. */
+void cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
+                         int nrows, uint16_t *O, float *lse);
+
+/* x, y [S][C] bf16, mod [M][6][C], tags [S] -> out [nrows][C] bf16 */
+void cpu_gate_residual(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags, int S, int C,
+                       int slot_gate, const int *rows, int nrows, uint16_t *out);
+
+/* g [S][2F] bf16 -> u [nrows][F] bf16 */
+void cpu_swiglu(const uint16_t *g, int S, int F, const int *rows, int nrows, uint16_t *u);
+
+/* RoPE frequencies omega_j = (float)pow(theta, -j / nfreq). */
+void cpu_rope_omega(const h3_config *cfg, float *omega /* [rope_freqs] */);
+
+/* The whole block on the CPU over every row: x [S][C] -> out [S][C]. The
+ * attention is the emulated FP8 one with key_tile (exact = 1: exact
+ * attention instead). ms[H3_STAGE_COUNT] receives per-stage wall times (may be
+ * NULL); progress != 0 prints a progress bar on stderr. */
+typedef struct {
+    const uint16_t *w[10]; /* indexed by H3_T_* */
+} cpu_block_weights;
+void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                       const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                       int progress, uint16_t *out, double *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,480 @@
+/* attn_fp8_sm90.cu — FP8 flash attention for Hopper (sm_90a): wgmma + TMA +
+ * warp specialisation. Same interface and numerics as attn_fp8_mma.cu.
+ *
+ * Inputs (device): q8, k8 [H][S_pad][128] e4m3; vt8 [H][128][S_pad] e4m3, V
+ * transposed with the keys of every 16-key group permuted (stored slot p holds
+ * key h3_v_slot_key(p), src/config.h); sq, sk, sv [H][G] f32 (G = S_pad/128).
+ * Outputs: O [S][H*128] bf16, lse [H][S] f32. Rows >= S are never written.
+ *
+ * CTA = 128 queries of one head, 384 threads = 3 warpgroups:
+ *   WG0      producer: setmaxnreg 24; one thread issues TMA loads of Q (once)
+ *            and of the K and V tiles (128 keys x 128 dims = 16 KB) into two
+ *            2-stage rings, each stage with a full (TMA tx bytes) and an empty
+ *            (8 consumer warps arrive) mbarrier.
+ *   WG1, WG2 consumers: setmaxnreg 240; each owns 64 query rows.
+ *            S = Q K^T: 4 x wgmma m64n128k32 e4m3, A = Q and B = K from
+ *            shared memory (K-major, 128-byte swizzle as TMA wrote them).
+ *            O += P V: 4 x wgmma m64n128k32 e4m3, A = P from registers, B = V^T
+ *            tile [128 dims][128 key slots] (K-major). The accumulator of S
+ *            gives a thread keys 8j + 2t + {0,1} of rows g, g+8; the A operand
+ *            wants k-slots 4t..4t+3 and 16+4t..16+4t+3 (same rows); n-chunks
+ *            (4kk, 4kk+1) fill the first, (4kk+2, 4kk+3) the second, which is
+ *            exactly V's stored key order, so P needs no shuffle.
+ *   With H3_SM90_OVERLAP (default 1) a consumer issues QK^T of tile n and
+ *   P V of tile n-1 together, and does softmax(n) while PV(n-1) runs on the
+ *   tensor cores (FA3's intra-warpgroup overlap); 0 = plain in-order loop.
+ *
+ * Numerics (cpu_ref.h `attention`, key tile 128 = one scale group per tile):
+ *   c = (sq[gq] * sk[gk]) * (D^-0.5 log2 e); x = c * dot (FP32 wgmma sum);
+ *   m_new = max(m, max x) (= c * max dot exactly: c > 0, rounding monotone);
+ *   alpha = exp2(m - m_new), 0 when m = -inf; p = exp2(x - m_new) computed as
+ *   ex2.approx(fma(dot, c, -m_new)) (one rounding instead of two, and ex2's
+ *   ~2 ulp: well below the e4m3 rounding of P); l = l * alpha + sum p (per
+ *   thread partial sums, reduced over the 4 threads of a row at the end);
+ *   P8 = e4m3_satfinite_rne(p * (256 sv[gk] / svmax)) — p <= 1 so P8 <= 256,
+ *   the top of e4m3's fine range; O = bf16(acc * ((svmax 2^-8) / l));
+ *   LSE = (m + log2 l) ln 2. Keys >= S get x = -inf (only the last tile). */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "sm90_utils.cuh"
+#endif
+
+#ifndef H3_SM90_OVERLAP
+#define H3_SM90_OVERLAP 1
+#endif
+#ifndef H3_SM90_STAGES
+#define H3_SM90_STAGES 2 /* K and V ring depth; 3 fits too (112 KB) */
+#endif
+
+namespace {
+
+constexpr int kD = 128;          /* head dim = bytes per row of Q/K tiles */
+constexpr int kBM = 128;         /* queries per CTA (2 consumer warpgroups x 64) */
+constexpr int kBN = 128;         /* keys per tile = online-softmax step = scale group */
+constexpr int kStages = H3_SM90_STAGES;
+constexpr int kThreads = 384;    /* producer WG + 2 consumer WGs */
+constexpr uint32_t kTile = 16384; /* 128 x 128 e4m3 */
+/* Shared memory: Q | K[kStages] | V[kStages] | mbarriers, 1024-aligned tiles
+ * (the 128-byte swizzle pattern repeats every 8 rows x 128 B). */
+constexpr uint32_t kOffBar = kTile * (1 + 2 * kStages);
+constexpr int kSmemBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
+
+static_assert(kD == 128 && kBN == 128 && kBM == 128, "tile shapes are baked into the fragment code");
+
+} // namespace
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace {
+
+constexpr float kScaleLog2 = 0.12751743082459868f; /* 128^-0.5 * log2(e) */
+constexpr int kConsumerWarps = 8;                  /* arrivals on an empty barrier */
+constexpr uint32_t kOffK = kTile;
+constexpr uint32_t kOffV = kTile * (1 + kStages);
+
+static __device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* e4m3 codes of (x0, x1, x2, x3) in bytes 0..3, satfinite RNE. cvt puts its
+ * first source in the upper byte. */
+static __device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3)
+{
+    uint16_t lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo = lower address */
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+struct Bars {
+    uint32_t base;
+    __device__ uint32_t qfull() const { return base; }
+    __device__ uint32_t kfull(int s) const { return base + 8 * (1 + s); }
+    __device__ uint32_t kempty(int s) const { return base + 8 * (1 + kStages + s); }
+    __device__ uint32_t vfull(int s) const { return base + 8 * (1 + 2 * kStages + s); }
+    __device__ uint32_t vempty(int s) const { return base + 8 * (1 + 3 * kStages + s); }
+};
+
+/* Per consumer thread: the online-softmax state of its two rows. */
+struct Consumer {
+    float s[64];        /* S accumulator (raw dots), then p */
+    float o[64];        /* O accumulator */
+    uint32_t p[4][4];   /* P8 as wgmma A fragments, one [4] per 32-key k-step */
+    float m0, m1, l0, l1;
+};
+
+static __device__ __forceinline__ void release(uint32_t bar, int lane)
+{
+    __syncwarp();
+    if (lane == 0) sm90::mbar_arrive(bar);
+}
+
+/* S = Q K^T for the K tile in stage st (async; commit group). */
+static __device__ __forceinline__ void issue_qk(Consumer &c, uint64_t dq, uint32_t sk_addr)
+{
+    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) /* k-step of 32 bytes = +2 in the address field */
+        sm90::wgmma_ss_m64n128k32(c.s, dq + 2 * kk, dk + 2 * kk, kk > 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+}
+
+/* O += P V for the V^T tile at sv_addr (async; commit group). */
+static __device__ __forceinline__ void issue_pv(Consumer &c, uint32_t sv_addr)
+{
+    const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(c.o, c.p[kk], dv + 2 * kk, 1);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+}
+
+/* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
+ * c.s and returns the O rescale factors. kvalid: keys of this tile < S
+ * (128 unless it is the ragged last tile). */
+static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid, int t, float &alpha0,
+                                               float &alpha1)
+{
+    if (kvalid < kBN) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (8 * j + 2 * t + (e & 1) >= kvalid) c.s[4 * j + e] = -INFINITY;
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(c.s[4 * j + 0], c.s[4 * j + 1]));
+        mx1 = fmaxf(mx1, fmaxf(c.s[4 * j + 2], c.s[4 * j + 3]));
+    }
+    /* the 4 threads of a quad hold one row */
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(c.m0, mx0 * cs), mn1 = fmaxf(c.m1, mx1 * cs);
+    /* -inf - -inf guard: a row with no valid key yet keeps p = 0, alpha = 0 */
+    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
+    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        c.s[4 * j + 0] = ex2(fmaf(c.s[4 * j + 0], cs, -mu0));
+        c.s[4 * j + 1] = ex2(fmaf(c.s[4 * j + 1], cs, -mu0));
+        c.s[4 * j + 2] = ex2(fmaf(c.s[4 * j + 2], cs, -mu1));
+        c.s[4 * j + 3] = ex2(fmaf(c.s[4 * j + 3], cs, -mu1));
+        sum0 += c.s[4 * j + 0] + c.s[4 * j + 1];
+        sum1 += c.s[4 * j + 2] + c.s[4 * j + 3];
+    }
+    c.l0 = c.l0 * alpha0 + sum0;
+    c.l1 = c.l1 * alpha1 + sum1;
+    c.m0 = mn0;
+    c.m1 = mn1;
+}
+
+static __device__ __forceinline__ void rescale_o(Consumer &c, float alpha0, float alpha1)
+{
+    /* Once the running max settles alpha is exactly 1 for a whole warp; the
+     * multiply by 1 is exact, so skipping it changes no bit. */
+    if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        c.o[4 * j + 0] *= alpha0;
+        c.o[4 * j + 1] *= alpha0;
+        c.o[4 * j + 2] *= alpha1;
+        c.o[4 * j + 3] *= alpha1;
+    }
+}
+
+/* p (in c.s) -> P8 A fragments. k-step kk covers n-chunks 4kk..4kk+3;
+ * a[0]/a[1]: chunks 4kk, 4kk+1 of rows g / g+8, a[2]/a[3]: chunks 4kk+2, 4kk+3. */
+static __device__ __forceinline__ void convert_p(Consumer &c, float mult)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        const float *x = c.s + 16 * kk;
+        c.p[kk][0] = pack_e4m3x4(x[0] * mult, x[1] * mult, x[4] * mult, x[5] * mult);
+        c.p[kk][1] = pack_e4m3x4(x[2] * mult, x[3] * mult, x[6] * mult, x[7] * mult);
+        c.p[kk][2] = pack_e4m3x4(x[8] * mult, x[9] * mult, x[12] * mult, x[13] * mult);
+        c.p[kk][3] = pack_e4m3x4(x[10] * mult, x[11] * mult, x[14] * mult, x[15] * mult);
+    }
+}
+
+} // namespace
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1)
+    h3k_attn_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128] */
+                             const __grid_constant__ CUtensorMap tmK, /* k8 as [H*S_pad][128] */
+                             const __grid_constant__ CUtensorMap tmV, /* vt8 as [H*128][S_pad] */
+                             const float *__restrict__ sq,            /* [H][G] */
+                             const float *__restrict__ sk,            /* [H][G] */
+                             const float *__restrict__ sv,            /* [H][G] */
+                             int S, int H, int S_pad, int nqt,
+                             uint16_t *__restrict__ O, /* [S][H*128] bf16 */
+                             float *__restrict__ lse)  /* [H][S] */
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sQ = base, sK = base + kOffK, sV = base + kOffV;
+    const Bars bars{base + kOffBar};
+
+    /* q tiles inner: the CTAs resident at once share one head's K/V in L2 */
+    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
+    const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
+    const int lane = threadIdx.x % 32;
+
+    if (threadIdx.x == 0) {
+        sm90::mbar_init(bars.qfull(), 1);
+        for (int st = 0; st < kStages; ++st) {
+            sm90::mbar_init(bars.kfull(st), 1);
+            sm90::mbar_init(bars.vfull(st), 1);
+            sm90::mbar_init(bars.kempty(st), kConsumerWarps);
+            sm90::mbar_init(bars.vempty(st), kConsumerWarps);
+        }
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        /* ---------------- producer ---------------- */
+        sm90::setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            sm90::prefetch_tmap(&tmQ);
+            sm90::prefetch_tmap(&tmK);
+            sm90::prefetch_tmap(&tmV);
+            const int row0 = h * S_pad;
+            sm90::mbar_arrive_expect_tx(bars.qfull(), kTile);
+            sm90::tma_load_2d(sQ, &tmQ, bars.qfull(), 0, row0 + qt * kBM);
+            for (int n = 0; n < nkt; ++n) {
+                const int st = n % kStages;
+                const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+                sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
+                sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
+                sm90::tma_load_2d(sK + st * kTile, &tmK, bars.kfull(st), 0, row0 + n * kBN);
+                sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
+                sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
+                sm90::tma_load_2d(sV + st * kTile, &tmV, bars.vfull(st), n * kBN, h * kD);
+            }
+        }
+    } else {
+        /* ---------------- consumers ---------------- */
+        sm90::setmaxnreg_inc<240>();
+        const int wgi = wg - 1;
+        const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
+        const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
+
+        float svmax = 0.f; /* max_g sv[h][g], per warp */
+        for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
+        const float sqq = sq[(size_t)h * G + qt];
+
+        Consumer c;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
+        c.m0 = c.m1 = -INFINITY;
+        c.l0 = c.l1 = 0.f;
+
+        const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2)); /* this WG's 64 rows */
+        const int klast = S - (nkt - 1) * kBN;                             /* valid keys of the last tile */
+        float alpha0, alpha1;
+
+        sm90::mbar_wait(bars.qfull(), 0);
+#if H3_SM90_OVERLAP
+        {
+            const float cs = (sqq * sk_h[0]) * kScaleLog2;
+            const float mult = (256.f * sv_h[0]) / svmax;
+            sm90::mbar_wait(bars.kfull(0), 0);
+            issue_qk(c, dq, sK);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            release(bars.kempty(0), lane);
+            softmax(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1); /* O = 0: no rescale */
+            convert_p(c, mult);
+        }
+        for (int n = 1; n < nkt; ++n) {
+            const int st = n % kStages, sp = (n - 1) % kStages;
+            const float skn = sk_h[n], svn = sv_h[n];
+            sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
+            issue_qk(c, dq, sK + st * kTile);
+            sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
+            issue_pv(c, sV + sp * kTile);
+            sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            release(bars.kempty(st), lane);
+            softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+            release(bars.vempty(sp), lane);
+            rescale_o(c, alpha0, alpha1);
+            convert_p(c, (256.f * svn) / svmax);
+        }
+        {
+            const int sp = (nkt - 1) % kStages;
+            sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
+            issue_pv(c, sV + sp * kTile);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+            release(bars.vempty(sp), lane);
+        }
+#else
+        for (int n = 0; n < nkt; ++n) {
+            const int st = n % kStages;
+            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+            const float skn = sk_h[n], svn = sv_h[n];
+            sm90::mbar_wait(bars.kfull(st), ph);
+            issue_qk(c, dq, sK + st * kTile);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            release(bars.kempty(st), lane);
+            softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
+            rescale_o(c, alpha0, alpha1);
+            convert_p(c, (256.f * svn) / svmax);
+            sm90::mbar_wait(bars.vfull(st), ph);
+            issue_pv(c, sV + st * kTile);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+            release(bars.vempty(st), lane);
+        }
+#endif
+        /* ---------------- epilogue ---------------- */
+        c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 1);
+        c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 1);
+        c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 2);
+        c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 2);
+        const float f0 = (svmax * 0.00390625f) / c.l0, f1 = (svmax * 0.00390625f) / c.l1;
+        const int row0 = qt * kBM + wgi * 64 + w * 16 + g, row1 = row0 + 8;
+        const size_t ld = (size_t)H * kD;
+        if (row0 < S) {
+            uint16_t *op = O + (size_t)row0 * ld + (size_t)h * kD + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 16; ++j)
+                *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 0] * f0, c.o[4 * j + 1] * f0);
+            if (t == 0) lse[(size_t)h * S + row0] = (c.m0 + log2f(c.l0)) * 0.6931471805599453f;
+        }
+        if (row1 < S) {
+            uint16_t *op = O + (size_t)row1 * ld + (size_t)h * kD + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 16; ++j)
+                *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 2] * f1, c.o[4 * j + 3] * f1);
+            if (t == 0) lse[(size_t)h * S + row1] = (c.m1 + log2f(c.l1)) * 0.6931471805599453f;
+        }
+    }
+#else
+    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+#endif
+}
+
+/* ------------------------------------------------------------------ host */
+
+/* 2D tensor map over a row-major byte matrix [rows][inner], 128 x 128 boxes,
+ * 128-byte swizzle (the box's inner extent is exactly 128 bytes). */
+static int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t rows)
+{
+    const cuuint64_t dims[2] = {inner, rows};
+    const cuuint64_t strides[1] = {inner}; /* bytes, dims 1.. */
+    const cuuint32_t box[2] = {128, 128};
+    const cuuint32_t estr[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims, strides,
+                                        box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : (int)cudaErrorInvalidValue;
+}
+
+extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
+
+static int probe_device(int dev)
+{
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (major != 9 || minor != 0) return 0;
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, h3k_attn_fp8_sm90_kernel) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no sm_90a image in this build */
+        return 0;
+    }
+    /* A plain sm_90 (non-"a") image would be the empty stub: it uses a
+     * handful of registers, the real kernel is capped at 168 per thread. */
+    return attr.numRegs >= 64;
+}
+
+extern "C" int h3k_attn_fp8_sm90_available(void)
+{
+    static signed char cache[64]; /* per device ordinal: 0 unknown, 1 yes, -1 no (idempotent, race-benign) */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (dev < 0 || dev >= 64) return probe_device(dev);
+    if (cache[dev] == 0) cache[dev] = probe_device(dev) ? 1 : -1;
+    return cache[dev] > 0;
+}
+
+extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                                 const float *sk, const float *sv, int S, int H, uint16_t *O, float *lse,
+                                 h3_stream stream)
+{
+    if (S < 1 || H < 1) return (int)cudaErrorInvalidValue;
+    if (((uintptr_t)q8 | (uintptr_t)k8 | (uintptr_t)vt8) & 15u) return (int)cudaErrorInvalidValue; /* TMA */
+    if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
+    const int nqt = (S + kBM - 1) / kBM;
+    const int S_pad = nqt * kBM;
+    if ((long long)H * nqt > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
+
+    CUtensorMap tq, tk, tv;
+    int e;
+    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad)) != 0) return e;
+    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad)) != 0) return e;
+    if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD)) != 0) return e;
+
+    cudaError_t ce = cudaFuncSetAttribute(h3k_attn_fp8_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          kSmemBytes);
+    if (ce != cudaSuccess) return (int)ce;
+    h3k_attn_fp8_sm90_kernel<<<H * nqt, kThreads, kSmemBytes, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, S, H,
+                                                                                      S_pad, nqt, O, lse);
+    return (int)cudaGetLastError();
+}

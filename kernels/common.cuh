@@ -1,0 +1,109 @@
+/* common.cuh — device helpers shared by the memory-bound kernels (adaln.cu,
+ * norm.cu, residual.cu, swiglu.cu, quant.cu): BF16 pack/unpack, 16-byte
+ * vector access, warp/block reductions, and the e4m3 conversion.
+ *
+ * Numerics: BF16 -> FP32 is exact (bits << 16); FP32 -> BF16 is RNE
+ * (cvt.rn.bf16x2.f32, the same rounding as h3_f32_to_bf16 for every finite
+ * value and inf; NaN becomes the canonical 0x7fff instead of a quieted copy).
+ * FP32 -> e4m3 is cvt.rn.satfinite.e4m3x2.f32: RNE, finite overflow and +-inf
+ * saturate to +-448, NaN stays NaN — exactly h3_f32_to_e4m3 (numerics.h). The
+ * kernels are built without fast-math, so expf, sqrtf, sincosf and '/' are
+ * the precise (IEEE for sqrt and division) versions. */
+#ifndef H3_COMMON_CUH
+#define H3_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* ---- BF16 ---- */
+__device__ __forceinline__ float h3d_bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float h3d_bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float h3d_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Two floats -> one word of two BF16 (lo in the low half), RNE each. */
+__device__ __forceinline__ uint32_t h3d_pack_bf16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ uint16_t h3d_to_bf16(float f) { return (uint16_t)(h3d_pack_bf16x2(f, 0.0f) & 0xffffu); }
+/* Round to the nearest BF16 value, staying in FP32. */
+__device__ __forceinline__ float h3d_round_bf16(float f) { return h3d_bf16_lo(h3d_pack_bf16x2(f, 0.0f)); }
+
+/* 8 BF16 in a uint4 <-> 8 floats. */
+__device__ __forceinline__ void h3d_unpack8(uint4 v, float f[8])
+{
+    f[0] = h3d_bf16_lo(v.x); f[1] = h3d_bf16_hi(v.x);
+    f[2] = h3d_bf16_lo(v.y); f[3] = h3d_bf16_hi(v.y);
+    f[4] = h3d_bf16_lo(v.z); f[5] = h3d_bf16_hi(v.z);
+    f[6] = h3d_bf16_lo(v.w); f[7] = h3d_bf16_hi(v.w);
+}
+__device__ __forceinline__ uint4 h3d_pack8(const float f[8])
+{
+    uint4 v;
+    v.x = h3d_pack_bf16x2(f[0], f[1]);
+    v.y = h3d_pack_bf16x2(f[2], f[3]);
+    v.z = h3d_pack_bf16x2(f[4], f[5]);
+    v.w = h3d_pack_bf16x2(f[6], f[7]);
+    return v;
+}
+
+/* 16-byte global access. ld_stream: read-once data (weights, activations
+ * consumed once) — evict-first so it does not push reused data out of L2. */
+__device__ __forceinline__ uint4 h3d_ld16(const void *p) { return *(const uint4 *)p; }
+__device__ __forceinline__ uint4 h3d_ld16_stream(const void *p) { return __ldcs((const uint4 *)p); }
+__device__ __forceinline__ void h3d_st16(void *p, uint4 v) { *(uint4 *)p = v; }
+
+/* ---- e4m3 ---- */
+/* Two floats -> two e4m3 codes in the low 16 bits (lo in byte 0), RNE satfinite.
+ * The PTX puts its first source in the upper byte. */
+__device__ __forceinline__ uint32_t h3d_e4m3x2(float lo, float hi)
+{
+    uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return (uint32_t)r;
+}
+/* Four floats -> four e4m3 codes, f0 in byte 0. */
+__device__ __forceinline__ uint32_t h3d_e4m3x4(float f0, float f1, float f2, float f3)
+{
+    return h3d_e4m3x2(f0, f1) | (h3d_e4m3x2(f2, f3) << 16);
+}
+
+/* ---- reductions (FP32) ---- */
+__device__ __forceinline__ float h3d_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float h3d_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread
+ * gets the result. scratch: 32 floats of shared memory. The order is fixed
+ * (lane tree, then warps 0..n-1), so results are reproducible run to run. */
+__device__ __forceinline__ float h3d_block_sum(float v, float *scratch)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = h3d_warp_sum(v);
+    __syncthreads(); /* scratch may still be read by a previous call */
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < nw ? scratch[lane] : 0.0f;
+    return h3d_warp_sum(t);
+}
+
+/* silu(x) = x / (1 + e^-x) in FP32, the CPU's formula (cpu_internal.h);
+ * expf(-x) = inf for very negative x gives -0, the right limit. */
+__device__ __forceinline__ float h3d_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* The launchers' alignment test for 16-byte vector access. */
+static inline int h3_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+#endif

@@ -1,0 +1,66 @@
+/* kernels.h — plain-C launchers of h3block's CUDA kernels.
+ *
+ * All pointers are device pointers; shapes as in cpu_ref/cpu_ref.h, whose
+ * functions are the exact CPU twins (same argument order, same numerics).
+ * Every launcher enqueues on `stream` and returns 0, or a non-zero
+ * cudaError_t (as int) from the launch; it never synchronises. The kernels
+ * know nothing of files, JSON or the CLI. */
+#ifndef H3_KERNELS_H
+#define H3_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *h3_stream; /* = cudaStream_t */
+
+/* 1 when this build has machine code for the current device (build_info.cu). */
+int h3k_device_supported(void);
+
+/* mod [M*6*C] bf16 = W [M*6*C][T] bf16 . silu(temb [T] f32) + b */
+int h3k_adaln(const float *temb, const uint16_t *W, const uint16_t *b, int N, int T, uint16_t *mod,
+              h3_stream stream);
+
+/* out [S][C] = bf16(rmsnorm(x) * w * (1 + mod[tag][slot_scale]) + mod[tag][slot_shift]) */
+int h3k_rmsnorm_mod(const uint16_t *x, const uint16_t *w, const uint16_t *mod, const int32_t *tags, int S, int C,
+                    float eps, int slot_shift, int slot_scale, uint16_t *out, h3_stream stream);
+
+/* out [S][C] = bf16(x + mod[tag][slot_gate] * y) */
+int h3k_gate_residual(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags, int S, int C,
+                      int slot_gate, uint16_t *out, h3_stream stream);
+
+/* Fused gate_res1 + norm2_mod: xo = bf16(x + gate * y) (the residual, kept),
+ * b = rmsnorm_mod(xo) with w2 and (slot_shift, slot_scale). */
+int h3k_gate_residual_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags, int S,
+                               int C, int slot_gate, uint16_t *xo, const uint16_t *w2, float eps, int slot_shift,
+                               int slot_scale, uint16_t *b, h3_stream stream);
+
+/* u [S][F] = bf16(silu(g[:, :F]) * g[:, F:]), g [S][2F] */
+int h3k_swiglu(const uint16_t *g, int S, int F, uint16_t *u, h3_stream stream);
+
+/* qkv [S][3*H*128] (grouped per head) -> q8, k8 [H][S_pad][128], vt8
+ * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. omega: the
+ * 16 RoPE frequencies (cpu_rope_omega). Padding rows/keys are written as 0. */
+int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, const uint16_t *qw, const uint16_t *kw, int S,
+                           int H, float eps, const float *omega_host16, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
+                           float *sq, float *sk, float *sv, h3_stream stream);
+
+/* FP8 flash attention, portable (mma.sync.m16n8k32 e4m3; sm_89, sm_90, sm_120).
+ * -> O [S][H*128] bf16, lse [H][S] f32. */
+int h3k_attn_fp8_mma(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                     const float *sv, int S, int H, uint16_t *O, float *lse, h3_stream stream);
+int h3k_attn_fp8_mma_key_tile(void); /* keys per online-softmax step (for the emulated reference) */
+
+/* FP8 flash attention for Hopper (wgmma + TMA, sm_90a). Same interface.
+ * Returns non-zero (cudaErrorNoKernelImageForDevice) when not built for the device. */
+int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                      const float *sv, int S, int H, uint16_t *O, float *lse, h3_stream stream);
+int h3k_attn_fp8_sm90_key_tile(void);
+int h3k_attn_fp8_sm90_available(void); /* 1 if compiled for sm_90a and the device is sm_90 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,266 @@
+/* quant.cu — stage qk_norm_rope_quant: q/k RMSNorm + RoPE + FP8 quantisation
+ * of Q, K and V in one pass over the qkv GEMM output (DESIGN.md §1 step 4, §3).
+ *
+ * In:  qkv [S][3*H*128] bf16 (grouped: qkv[s][384h + {0,128,256} + d]),
+ *      pos [S][3] f32, qw, kw [128] bf16, omega: 16 RoPE frequencies.
+ * Out: q8, k8 [H][S_pad][128] e4m3, vt8 [H][128][S_pad] e4m3 (transposed,
+ *      keys permuted: vt8[h][d][128g + p] = code of key 128g + slot_key(p),
+ *      config.h), sq, sk, sv [H][G] f32. Padding tokens (>= S) are code 0.
+ *
+ * Numerics (cpu_ref.h, cpu_ref/rope_quant.c): t = bf16(x * rs * w),
+ * rs = 1 / sqrtf(sum(x^2) / 128 + eps); RoPE on dims 0..95 with
+ * f = pos[axis] * omega[j] (one FP32 product), sincosf (the precise one,
+ * <= 2 ulp), y = bf16(t cos f -/+ t' sin f); dims 96..127 pass. Per (head,
+ * 128-token group): amax over the group's valid tokens x 128 dims (exact, any
+ * order), s = amax / 448 (1 if amax == 0), code = cvt.rn.satfinite.e4m3(x *
+ * (448 / amax)) with an IEEE division — identical to h3_f32_to_e4m3, so codes
+ * and scales match the CPU bit for bit whenever the BF16 q/k values do; those
+ * differ only where the 16-lane sum-of-squares order or sincosf's last bit
+ * moves a BF16 rounding (then by 1 ulp, and a code by at most 1).
+ *
+ * One CTA per (group g, head h), 8 warps; the 128 x 128 q, k, v tiles of the
+ * group live in shared memory as BF16 (96 KiB, 2 CTAs per SM on Hopper).
+ * Phase 1: each warp owns 16 tokens; per token, lanes 0-15 hold q's 16 chunks
+ * of 8 dims and lanes 16-31 k's (16-byte loads), the RMS is a 16-lane shuffle
+ * sum and the RoPE partner chunk (c +- 6) comes by shuffle. The 48 distinct
+ * angles of a token are computed once: the four lanes that need chunk c's 8
+ * angles (q and k, c and c+6) compute two each and exchange them.
+ * Phase 2: block amax. Phase 3: codes written as coalesced 16-byte rows; V is
+ * transposed through shared memory (a warp reads one key row, 32 consecutive
+ * words: conflict-free) so every lane writes 32 contiguous bytes of two
+ * vt8 rows. */
+#include "common.cuh"
+#include "config.h"
+#include "kernels.h"
+
+#define QK_THREADS 256
+#define QK_TILE_BYTES (3 * 128 * 128 * 2)
+
+struct h3_omega16 {
+    float w[16];
+};
+
+/* h3_v_slot_key (config.h) for device code; the test checks the layout against the CPU. */
+__host__ __device__ constexpr int slot_key(int s)
+{
+    return (s & ~15) + (((s & 15) & 3) >> 1) * 8 + ((s & 15) >> 2) * 2 + ((s & 15) & 1);
+}
+
+__global__ void __launch_bounds__(QK_THREADS, 2)
+    qk_norm_rope_quant_kernel(const uint16_t *__restrict__ qkv,  // [S][3*H*128] bf16
+                              const float *__restrict__ pos,     // [S][3] f32
+                              const uint16_t *__restrict__ qw,   // [128] bf16
+                              const uint16_t *__restrict__ kw,   // [128] bf16
+                              int S, int H, float eps, h3_omega16 om,
+                              uint8_t *__restrict__ q8,          // [H][S_pad][128] e4m3
+                              uint8_t *__restrict__ k8,          // [H][S_pad][128] e4m3
+                              uint8_t *__restrict__ vt8,         // [H][128][S_pad] e4m3
+                              float *__restrict__ sq, float *__restrict__ sk,
+                              float *__restrict__ sv)            // [H][G] f32
+{
+    extern __shared__ uint4 tile[]; /* Qs, Ks, Vs: [128 tokens][16 chunks] uint4 = [128][128] bf16 each */
+    __shared__ float red[3][QK_THREADS / 32];
+    uint4 *Qs = tile, *Ks = tile + 2048, *Vs = tile + 4096;
+
+    const int g = blockIdx.x, h = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int G = gridDim.x, S_pad = G * H3_QGROUP;
+    const int n = min(H3_QGROUP, S - g * H3_QGROUP); /* valid tokens of this group */
+    const size_t W3 = (size_t)384 * H;
+
+    /* Lane roles in phase 1. */
+    const int part = lane >> 4; /* 0: q, 1: k */
+    const int c = lane & 15;    /* chunk: dims 8c..8c+7 */
+    const int partner = c < 6 ? lane + 6 : (c < 12 ? lane - 6 : lane);
+    const int rc = c < 12 ? c % 6 : 0;            /* rotary chunk 0..5: angles 8rc..8rc+7 */
+    const int axis = rc >> 1;                      /* t, h or w */
+    const int role = (c >= 6 ? 1 : 0) + 2 * part;  /* which 2 of the 8 angles this lane computes */
+    const int oi = 8 * (rc & 1) + 2 * role;
+    float om0 = 0.0f, om1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 16; k += 2) { /* constant indices: a runtime index would copy om to local memory */
+        if (k == oi) {
+            om0 = om.w[k];
+            om1 = om.w[k + 1];
+        }
+    }
+    float wn[8];
+    h3d_unpack8(h3d_ld16((part ? kw : qw) + 8 * c), wn);
+    uint4 *dst_qk = part ? Ks : Qs;
+    float am_qk = 0.0f, am_v = 0.0f;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+
+    /* ---- phase 1: load, norm, rope, BF16 tiles into shared memory ---- */
+    for (int b = 0; b < 4; b++) {
+        const int i0 = warp * 16 + b * 4; /* first token of this batch (in the group) */
+        uint4 xq[4], xv[2];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int i = i0 + t;
+            const size_t s = (size_t)g * H3_QGROUP + i;
+            xq[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + 384 * h + 128 * part + 8 * c) : zero;
+        }
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int i = i0 + 2 * t + part;
+            const size_t s = (size_t)g * H3_QGROUP + i;
+            xv[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + 384 * h + 256 + 8 * c) : zero;
+        }
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            const int i = i0 + 2 * t + part;
+            float v[8];
+            h3d_unpack8(xv[t], v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) am_v = fmaxf(am_v, fabsf(v[j]));
+            Vs[i * 16 + c] = xv[t]; /* raw BF16; padding tokens are zero */
+        }
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int i = i0 + t;
+            if (i >= n) { /* warp-uniform: padding token */
+                dst_qk[i * 16 + c] = zero;
+                continue;
+            }
+            const size_t s = (size_t)g * H3_QGROUP + i;
+            float x[8], tt[8];
+            h3d_unpack8(xq[t], x);
+            float ss = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) ss += x[j] * x[j];
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o); /* within the 16-lane half */
+            const float rs = 1.0f / sqrtf(ss / 128.0f + eps);
+#pragma unroll
+            for (int j = 0; j < 8; j++) tt[j] = h3d_round_bf16(x[j] * rs * wn[j]);
+            const uint4 tp4 = h3d_pack8(tt);
+            /* RoPE partner chunk and the shared angles (all lanes take part in the shuffles). */
+            uint4 pp;
+            pp.x = __shfl_sync(0xffffffffu, tp4.x, partner);
+            pp.y = __shfl_sync(0xffffffffu, tp4.y, partner);
+            pp.z = __shfl_sync(0xffffffffu, tp4.z, partner);
+            pp.w = __shfl_sync(0xffffffffu, tp4.w, partner);
+            const float pa = c < 12 ? pos[s * 3 + axis] : 0.0f;
+            float s0, c0, s1, c1;
+            sincosf(pa * om0, &s0, &c0);
+            sincosf(pa * om1, &s1, &c1);
+            float sn[8], cs[8];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int src = rc + 6 * (r & 1) + 16 * (r >> 1);
+                sn[2 * r] = __shfl_sync(0xffffffffu, s0, src);
+                cs[2 * r] = __shfl_sync(0xffffffffu, c0, src);
+                sn[2 * r + 1] = __shfl_sync(0xffffffffu, s1, src);
+                cs[2 * r + 1] = __shfl_sync(0xffffffffu, c1, src);
+            }
+            float y[8];
+            if (c < 12) {
+                float tp[8];
+                h3d_unpack8(pp, tp);
+                if (c < 6) {
+#pragma unroll
+                    for (int j = 0; j < 8; j++) y[j] = h3d_round_bf16(tt[j] * cs[j] - tp[j] * sn[j]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; j++) y[j] = h3d_round_bf16(tt[j] * cs[j] + tp[j] * sn[j]);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++) y[j] = tt[j];
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) am_qk = fmaxf(am_qk, fabsf(y[j]));
+            dst_qk[i * 16 + c] = h3d_pack8(y);
+        }
+    }
+
+    /* ---- phase 2: amax over the group (max is exact in any order) ---- */
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) am_qk = fmaxf(am_qk, __shfl_xor_sync(0xffffffffu, am_qk, o));
+    am_v = h3d_warp_max(am_v);
+    if (lane == 0) red[0][warp] = am_qk;
+    if (lane == 16) red[1][warp] = am_qk;
+    if (lane == 0) red[2][warp] = am_v;
+    __syncthreads();
+    float amax[3], inv[3];
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        float m = 0.0f;
+#pragma unroll
+        for (int w = 0; w < QK_THREADS / 32; w++) m = fmaxf(m, red[k][w]);
+        amax[k] = m;
+        /* amax == 0: all codes are 0 whatever the multiplier; 1 avoids 448/0 = inf. */
+        inv[k] = m > 0.0f ? 448.0f / m : 1.0f;
+    }
+    if (threadIdx.x == 0) {
+        const size_t si = (size_t)h * G + g;
+        sq[si] = amax[0] > 0.0f ? amax[0] / 448.0f : 1.0f;
+        sk[si] = amax[1] > 0.0f ? amax[1] / 448.0f : 1.0f;
+        sv[si] = amax[2] > 0.0f ? amax[2] / 448.0f : 1.0f;
+    }
+
+    /* ---- phase 3a: q8, k8 rows (16 codes per lane, coalesced 16-byte stores) ---- */
+    for (int idx = threadIdx.x; idx < 2 * 128 * 8; idx += QK_THREADS) {
+        const int which = idx >> 10, r = (idx >> 3) & 127, c16 = idx & 7;
+        const uint4 *src = (which ? Ks : Qs) + r * 16 + 2 * c16;
+        const float m = inv[which];
+        float a[8], bb[8];
+        h3d_unpack8(src[0], a);
+        h3d_unpack8(src[1], bb);
+        uint4 o;
+        o.x = h3d_e4m3x4(a[0] * m, a[1] * m, a[2] * m, a[3] * m);
+        o.y = h3d_e4m3x4(a[4] * m, a[5] * m, a[6] * m, a[7] * m);
+        o.z = h3d_e4m3x4(bb[0] * m, bb[1] * m, bb[2] * m, bb[3] * m);
+        o.w = h3d_e4m3x4(bb[4] * m, bb[5] * m, bb[6] * m, bb[7] * m);
+        uint8_t *dst = (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP + r) * 128 + 16 * c16;
+        h3d_st16(dst, o);
+    }
+
+    /* ---- phase 3b: vt8 — warp: 32 slots (jp) x 64 dims (half); lane: dims 2dp, 2dp+1 ---- */
+    {
+        const int jp = warp & 3, dp = 32 * (warp >> 2) + lane;
+        const uint32_t *V32 = (const uint32_t *)Vs; /* [128 keys][64 words] */
+        const float m = inv[2];
+        uint32_t lo[8], hi[8]; /* codes of rows 2dp and 2dp+1, slots 32jp..32jp+31 */
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            float l4[4], h4[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = 32 * jp + slot_key(4 * q + e); /* slot_key(32jp + r) = 32jp + slot_key(r) */
+                const uint32_t wv = V32[key * 64 + dp];
+                l4[e] = h3d_bf16_lo(wv) * m;
+                h4[e] = h3d_bf16_hi(wv) * m;
+            }
+            lo[q] = h3d_e4m3x4(l4[0], l4[1], l4[2], l4[3]);
+            hi[q] = h3d_e4m3x4(h4[0], h4[1], h4[2], h4[3]);
+        }
+        uint8_t *r0 = vt8 + ((size_t)h * 128 + 2 * dp) * S_pad + (size_t)g * H3_QGROUP + 32 * jp;
+        uint8_t *r1 = r0 + S_pad;
+        h3d_st16(r0, make_uint4(lo[0], lo[1], lo[2], lo[3]));
+        h3d_st16(r0 + 16, make_uint4(lo[4], lo[5], lo[6], lo[7]));
+        h3d_st16(r1, make_uint4(hi[0], hi[1], hi[2], hi[3]));
+        h3d_st16(r1 + 16, make_uint4(hi[4], hi[5], hi[6], hi[7]));
+    }
+}
+
+extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, const uint16_t *qw, const uint16_t *kw,
+                                      int S, int H, float eps, const float *omega_host16, uint8_t *q8, uint8_t *k8,
+                                      uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream)
+{
+    if (S <= 0 || H <= 0) return S == 0 && H > 0 ? 0 : (int)cudaErrorInvalidValue;
+    if (H > 65535 || !omega_host16) return (int)cudaErrorInvalidValue;
+    if (!h3_aligned16(qkv) || !h3_aligned16(qw) || !h3_aligned16(kw) || !h3_aligned16(q8) || !h3_aligned16(k8) ||
+        !h3_aligned16(vt8))
+        return (int)cudaErrorMisalignedAddress;
+    /* Set on every call (cheap, host-side): the attribute is per device. */
+    cudaError_t e = cudaFuncSetAttribute(qk_norm_rope_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         QK_TILE_BYTES);
+    if (e != cudaSuccess) return (int)e;
+    h3_omega16 om;
+    for (int j = 0; j < 16; j++) om.w[j] = omega_host16[j];
+    const dim3 grid((unsigned)h3_groups(S), (unsigned)H);
+    qk_norm_rope_quant_kernel<<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
+        qkv, pos, qw, kw, S, H, eps, om, q8, k8, vt8, sq, sk, sv);
+    return (int)cudaGetLastError();
+}

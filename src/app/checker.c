@@ -1,0 +1,325 @@
+/* checker.c — GPU stage outputs against the CPU reference (cpu_ref/).
+ *
+ * Tolerances: one table, each with its reason. Stage checks feed the CPU the
+ * GPU's own input to that stage, so a failure names the stage that caused it.
+ * Metrics: NaN/Inf first (a non-finite value where the reference is finite
+ * fails at once), then relative RMS ||got - ref|| / ||ref|| and the max abs
+ * error relative to max |ref|. */
+#include "checker.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cpu_ref.h"
+#include "numerics.h"
+
+/* BF16 has 8 significant bits: one ulp is 2^-7..2^-8 of a value. Two
+ * computations of the same FP32 result that round to BF16 differ only where
+ * the FP32 values straddle a rounding boundary, by one ulp; such flips are
+ * rare, so their relative RMS stays far below one ulp. */
+const h3_tolerance h3_tolerances[] = {
+    {"adaln", 2e-3, 1.6e-2, "2688-term FP32 dot products in another order, BF16 output: rare 1-ulp flips"},
+    {"norm1_mod", 2e-3, 1.6e-2, "FP32 row reduction in another order, BF16 output: rare 1-ulp flips"},
+    {"norm2_mod", 2e-3, 1.6e-2, "FP32 row reduction in another order, BF16 output: rare 1-ulp flips"},
+    {"qkv_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
+    {"out_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
+    {"fc1_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
+    {"fc2_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
+    {"qk_norm_rope_quant", 1e-3, 0, "codes: <= 0.1% may differ by one e4m3 step (BF16/RoPE rounding at a tie), none by more"},
+    {"qk_scales", 1e-5, 1e-5, "amax/448 of identical BF16 values: equal up to FP32 division rounding"},
+    {"attention", 5e-3, 5e-2, "same FP8 contract and key tile; exp2 approximations and FP32 sum order differ (issue 4: <= 5e-3)"},
+    {"attention_lse", 1e-4, 1e-3, "LSE = m + log l from the same running max; FP32 sum order"},
+    {"gate_res1", 2e-3, 1.6e-2, "x + g*y in FP32, BF16 output: rare 1-ulp flips"},
+    {"gate_res2", 2e-3, 1.6e-2, "x + g*y in FP32, BF16 output: rare 1-ulp flips"},
+    {"swiglu", 2e-3, 1.6e-2, "silu(g)*u in FP32 (expf vs GPU expf), BF16 output: rare 1-ulp flips"},
+    {"block", 1e-2, 1e-1, "end to end: 1-ulp BF16 flips and 1-step FP8 flips propagate through nine stages"},
+    {NULL, 0, 0, NULL},
+};
+
+const h3_tolerance *h3_tolerance_for(const char *stage)
+{
+    for (const h3_tolerance *t = h3_tolerances; t->stage; t++)
+        if (!strcmp(t->stage, stage)) return t;
+    return NULL;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+int h3_sample_rows(const h3_inputs *in, int want, int *rows)
+{
+    const int S = in->S;
+    if (want >= S) {
+        for (int i = 0; i < S; i++) rows[i] = i;
+        return S;
+    }
+    int n = 0;
+    /* the ends of every modality run (tags change), capped at a quarter of want */
+    for (int i = 0; i < S && n < want / 4; i++)
+        if (i == 0 || in->tags[i] != in->tags[i - 1]) {
+            rows[n++] = i;
+            if (i > 0 && n < want / 4) rows[n++] = i - 1;
+        }
+    /* the ragged tail: last rows and the start of the last 128-token group */
+    int tail[] = {S - 1, S - 2, S - 3, (S - 1) / H3_QGROUP * H3_QGROUP, (S - 1) / H3_QGROUP * H3_QGROUP - 1};
+    for (int j = 0; j < 5 && n < want; j++)
+        if (tail[j] >= 0) rows[n++] = tail[j];
+    /* evenly spaced, offset so they are not all group-aligned */
+    int rest = want - n;
+    for (int j = 0; j < rest; j++) rows[n++] = (int)(((long long)j * S + S / 2) / rest) % S;
+    qsort(rows, n, sizeof *rows, cmp_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || rows[i] != rows[m - 1]) rows[m++] = rows[i];
+    return m;
+}
+
+void h3_gather_rows_bf16(const uint16_t *full, long row_len, const int *rows, int nrows, uint16_t *out)
+{
+    for (int r = 0; r < nrows; r++) memcpy(out + (long)r * row_len, full + (long)rows[r] * row_len, row_len * 2);
+}
+
+static void set_tol(report_check *c, const char *stage)
+{
+    const h3_tolerance *t = h3_tolerance_for(stage);
+    c->tol_rms = t ? t->tol_rms : 0;
+    c->tol_max = t ? t->tol_max : 0;
+}
+
+/* Shared by the BF16 and F32 comparisons: values already as double. */
+static void compare_values(report_check *c, long n, long row_len, const int *rows, int asserted,
+                           double (*get)(const void *, long), const void *got, const void *ref)
+{
+    double se = 0, sr = 0, mx = 0, rmax = 0;
+    long nonfinite = 0;
+    for (long i = 0; i < n; i++) {
+        double g = get(got, i), r = get(ref, i);
+        if (!isfinite(r)) continue;
+        if (!isfinite(g)) {
+            nonfinite++;
+            continue;
+        }
+        double d = fabs(g - r);
+        se += d * d;
+        sr += r * r;
+        if (d > mx) mx = d;
+        if (fabs(r) > rmax) rmax = fabs(r);
+    }
+    c->count = n;
+    c->nonfinite = nonfinite;
+    c->rel_rms = sr > 0 ? sqrt(se / sr) : sqrt(se / (n ? n : 1));
+    c->max_abs = mx;
+    c->ref_max = rmax;
+    c->asserted = asserted;
+    c->pass = nonfinite == 0 && c->rel_rms <= c->tol_rms && mx <= c->tol_max * (rmax > 0 ? rmax : 1);
+    if (asserted && !c->pass) {
+        /* the first mismatches, so the failing index pattern is visible */
+        int shown = 0, len = 0;
+        double thr = c->tol_max * (rmax > 0 ? rmax : 1);
+        for (long i = 0; i < n && shown < 4; i++) {
+            double g = get(got, i), r = get(ref, i);
+            if (isfinite(r) && (!isfinite(g) || fabs(g - r) > thr || (thr == 0 && g != r))) {
+                long row = i / row_len, col = i % row_len;
+                len += snprintf(c->detail + len, sizeof c->detail - len, "%s[token %ld, col %ld] gpu %.6g cpu %.6g",
+                                shown ? "; " : "first mismatches: ", rows ? (long)rows[row] : row, col, g, r);
+                if (len >= (int)sizeof c->detail) break;
+                shown++;
+            }
+        }
+        if (!shown)
+            snprintf(c->detail, sizeof c->detail, "rel RMS %.3g over tolerance %.3g (no single element over %.3g)",
+                     c->rel_rms, c->tol_rms, thr);
+    }
+}
+
+static double get_bf16(const void *p, long i) { return h3_bf16_to_f32(((const uint16_t *)p)[i]); }
+static double get_f32(const void *p, long i) { return ((const float *)p)[i]; }
+
+void h3_compare_bf16(report_check *c, const uint16_t *got, const uint16_t *ref, long nrows, long row_len,
+                     const int *rows, int asserted)
+{
+    compare_values(c, nrows * row_len, row_len, rows, asserted, get_bf16, got, ref);
+}
+
+void h3_compare_f32(report_check *c, const float *got, const float *ref, long nrows, long row_len, const int *rows,
+                    int asserted)
+{
+    compare_values(c, nrows * row_len, row_len, rows, asserted, get_f32, got, ref);
+}
+
+void h3_compare_e4m3(report_check *c, const uint8_t *got, const uint8_t *ref, long n)
+{
+    long differ = 0, far = 0, first = -1;
+    for (long i = 0; i < n; i++) {
+        if (got[i] == ref[i]) continue;
+        differ++;
+        /* e4m3 codes of one sign are ordered: adjacent values differ by one code */
+        int same_sign = (got[i] & 0x80) == (ref[i] & 0x80);
+        int step = abs((int)(got[i] & 0x7f) - (int)(ref[i] & 0x7f));
+        int zero_pair = (got[i] & 0x7f) + (ref[i] & 0x7f) == 1; /* -0/+tiny */
+        if (!(same_sign && step <= 1) && !zero_pair) {
+            far++;
+            if (first < 0) first = i;
+        }
+    }
+    c->count = n;
+    c->rel_rms = n ? (double)differ / n : 0;
+    c->max_abs = (double)far;
+    c->asserted = 1;
+    c->pass = far == 0 && c->rel_rms <= c->tol_rms;
+    if (!c->pass)
+        snprintf(c->detail, sizeof c->detail, "%ld of %ld codes differ, %ld by more than one step (first at %ld: gpu 0x%02x cpu 0x%02x)",
+                 differ, n, far, first, first >= 0 ? got[first] : 0, first >= 0 ? ref[first] : 0);
+}
+
+void h3_check_adaln(report *r, const h3_check_ctx *k, const uint16_t *mod_gpu)
+{
+    const int N = h3_mod_width(k->cfg);
+    uint16_t *ref = malloc((size_t)N * 2);
+    CHECK(ref, "out of host memory");
+    cpu_adaln(k->cfg, k->in->temb, k->blk->w[H3_T_ADALN_W], k->blk->w[H3_T_ADALN_B], ref);
+    report_check *c = report_add_check(r, "adaln", "vs cpu");
+    set_tol(c, "adaln");
+    h3_compare_bf16(c, mod_gpu, ref, 1, N, NULL, 1);
+    free(ref);
+}
+
+void h3_check_rmsnorm_mod(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *w,
+                          const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *out_gpu)
+{
+    const int C = k->cfg->hidden;
+    uint16_t *ref = malloc((size_t)k->nrows * C * 2), *got = malloc((size_t)k->nrows * C * 2);
+    CHECK(ref && got, "out of host memory");
+    cpu_rmsnorm_mod(x, w, mod, k->in->tags, k->S, C, k->cfg->eps, slot_shift, slot_scale, k->rows, k->nrows, ref);
+    h3_gather_rows_bf16(out_gpu, C, k->rows, k->nrows, got);
+    report_check *c = report_add_check(r, stage, "vs cpu");
+    set_tol(c, stage);
+    h3_compare_bf16(c, got, ref, k->nrows, C, k->rows, 1);
+    free(ref);
+    free(got);
+}
+
+void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *W, int N,
+                   int K, const uint16_t *y_gpu)
+{
+    uint16_t *ref = malloc((size_t)k->nrows * N * 2), *got = malloc((size_t)k->nrows * N * 2);
+    CHECK(ref && got, "out of host memory");
+    cpu_gemm_bf16(x, W, k->S, N, K, k->rows, k->nrows, ref);
+    h3_gather_rows_bf16(y_gpu, N, k->rows, k->nrows, got);
+    report_check *c = report_add_check(r, stage, "vs cpu");
+    set_tol(c, stage);
+    h3_compare_bf16(c, got, ref, k->nrows, N, k->rows, 1);
+    free(ref);
+    free(got);
+}
+
+void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const uint8_t *q8, const uint8_t *k8,
+                       const uint8_t *vt8, const float *sq, const float *sk, const float *sv)
+{
+    const int H = k->cfg->heads, Sp = h3_pad_tokens(k->S), G = h3_groups(k->S);
+    const size_t nq = (size_t)H * Sp * 128, ns = (size_t)H * G;
+    uint8_t *rq = malloc(nq), *rk = malloc(nq), *rv = malloc(nq);
+    float *rs = malloc(ns * 3 * sizeof(float));
+    CHECK(rq && rk && rv && rs, "out of host memory");
+    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rq, rk, rv,
+                           rs, rs + ns, rs + 2 * ns);
+    const char *what[3] = {"q8 codes vs cpu", "k8 codes vs cpu", "vt8 codes vs cpu"};
+    const uint8_t *got[3] = {q8, k8, vt8}, *ref[3] = {rq, rk, rv};
+    for (int i = 0; i < 3; i++) {
+        report_check *c = report_add_check(r, "qk_norm_rope_quant", what[i]);
+        set_tol(c, "qk_norm_rope_quant");
+        h3_compare_e4m3(c, got[i], ref[i], (long)nq);
+    }
+    const float *gs[3] = {sq, sk, sv};
+    const char *swhat[3] = {"q scales vs cpu", "k scales vs cpu", "v scales vs cpu"};
+    for (int i = 0; i < 3; i++) {
+        report_check *c = report_add_check(r, "qk_norm_rope_quant", swhat[i]);
+        set_tol(c, "qk_scales");
+        h3_compare_f32(c, gs[i], rs + i * ns, H, G, NULL, 1);
+    }
+    free(rq);
+    free(rk);
+    free(rv);
+    free(rs);
+}
+
+void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const uint8_t *q8,
+                        const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv,
+                        const uint16_t *O_gpu, const float *lse_gpu)
+{
+    const int H = k->cfg->heads, I = h3_attn_width(k->cfg), S = k->S, n = k->natt;
+    uint16_t *ref = malloc((size_t)n * I * 2), *got = malloc((size_t)n * I * 2);
+    float *lref = malloc((size_t)H * n * 4), *lgot = malloc((size_t)H * n * 4);
+    CHECK(ref && got && lref && lgot, "out of host memory");
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, S, H, key_tile, 1, k->att_rows, n, ref, lref);
+    h3_gather_rows_bf16(O_gpu, I, k->att_rows, n, got);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < n; i++) lgot[(size_t)h * n + i] = lse_gpu[(size_t)h * S + k->att_rows[i]];
+    report_check *c = report_add_check(r, "attention", "vs emulated fp8");
+    set_tol(c, "attention");
+    h3_compare_bf16(c, got, ref, n, I, k->att_rows, 1);
+    c = report_add_check(r, "attention", "lse vs emulated fp8");
+    set_tol(c, "attention_lse");
+    h3_compare_f32(c, lgot, lref, H, n, NULL, 1);
+
+    /* The FP8 error itself: exact FP32 attention on the unquantised BF16 q/k/v. */
+    uint16_t *q = malloc((size_t)S * I * 2), *kk = malloc((size_t)S * I * 2), *v = malloc((size_t)S * I * 2);
+    CHECK(q && kk && v, "out of host memory");
+    cpu_qk_norm_rope(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], S, NULL, S, q, kk, v);
+    cpu_attention_exact(q, kk, v, S, H, k->att_rows, n, ref, lref);
+    c = report_add_check(r, "attention", "vs exact (fp8 error)");
+    h3_compare_bf16(c, got, ref, n, I, k->att_rows, 0);
+    free(q);
+    free(kk);
+    free(v);
+    free(ref);
+    free(got);
+    free(lref);
+    free(lgot);
+}
+
+void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *y,
+                            const uint16_t *mod, int slot_gate, const uint16_t *out_gpu)
+{
+    const int C = k->cfg->hidden;
+    uint16_t *ref = malloc((size_t)k->nrows * C * 2), *got = malloc((size_t)k->nrows * C * 2);
+    CHECK(ref && got, "out of host memory");
+    cpu_gate_residual(x, y, mod, k->in->tags, k->S, C, slot_gate, k->rows, k->nrows, ref);
+    h3_gather_rows_bf16(out_gpu, C, k->rows, k->nrows, got);
+    report_check *c = report_add_check(r, stage, "vs cpu");
+    set_tol(c, stage);
+    h3_compare_bf16(c, got, ref, k->nrows, C, k->rows, 1);
+    free(ref);
+    free(got);
+}
+
+void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu)
+{
+    const int F = k->cfg->ffn;
+    uint16_t *ref = malloc((size_t)k->nrows * F * 2), *got = malloc((size_t)k->nrows * F * 2);
+    CHECK(ref && got, "out of host memory");
+    cpu_swiglu(g, k->S, F, k->rows, k->nrows, ref);
+    h3_gather_rows_bf16(u_gpu, F, k->rows, k->nrows, got);
+    report_check *c = report_add_check(r, "swiglu", "vs cpu");
+    set_tol(c, "swiglu");
+    h3_compare_bf16(c, got, ref, k->nrows, F, k->rows, 1);
+    free(ref);
+    free(got);
+}
+
+void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress)
+{
+    const int C = k->cfg->hidden;
+    uint16_t *ref = malloc((size_t)k->S * C * 2);
+    CHECK(ref, "out of host memory");
+    cpu_block_weights wt;
+    for (int i = 0; i < H3_T_COUNT; i++) wt.w[i] = k->blk->w[i];
+    cpu_block_forward(k->cfg, &wt, k->S, k->in->x, k->in->temb, k->in->tags, k->in->pos, key_tile, 0, progress, ref,
+                      NULL);
+    report_check *c = report_add_check(r, "block", "vs cpu chain (all rows)");
+    set_tol(c, "block");
+    h3_compare_bf16(c, out_gpu, ref, k->S, C, NULL, 1);
+    free(ref);
+}

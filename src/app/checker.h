@@ -1,0 +1,75 @@
+/* checker.h — compares GPU stage outputs with the CPU reference.
+ *
+ * Each stage is checked given the GPU's own input to that stage (so an error
+ * is located where it arises) on sampled rows; the attention also against
+ * exact FP32 attention (the FP8 error, reported). Tolerances live in one
+ * table (checker.c) with the reason for each. */
+#ifndef H3_CHECKER_H
+#define H3_CHECKER_H
+
+#include <stdint.h>
+
+#include "block.h"
+#include "inputs.h"
+#include "report.h"
+
+typedef struct {
+    const char *stage;
+    double tol_rms;  /* relative RMS error bound */
+    double tol_max;  /* max abs error bound, relative to max |ref| */
+    const char *why;
+} h3_tolerance;
+
+const h3_tolerance *h3_tolerance_for(const char *stage);
+extern const h3_tolerance h3_tolerances[];
+
+/* Up to `want` rows spread over [0, S): evenly spaced, the first and last
+ * token of every modality run, and the ragged tail (the last rows and the
+ * last 128-token group). Sorted, unique. Returns the count. */
+int h3_sample_rows(const h3_inputs *in, int want, int *rows);
+
+/* Compares got (nrows x row_len, compact) with ref (same) and fills c:
+ * NaN/Inf first, then relative RMS and max abs; pass by the stage's tolerance;
+ * the first mismatches (row index mapped through rows[] when given) go to
+ * c->detail. asserted = 0 only reports. */
+void h3_compare_bf16(report_check *c, const uint16_t *got, const uint16_t *ref, long nrows, long row_len,
+                     const int *rows, int asserted);
+void h3_compare_f32(report_check *c, const float *got, const float *ref, long nrows, long row_len, const int *rows,
+                    int asserted);
+/* FP8 codes: pass when no code differs by more than 1 step and at most
+ * tol_rms of them differ at all (rel_rms holds the fraction that differ). */
+void h3_compare_e4m3(report_check *c, const uint8_t *got, const uint8_t *ref, long n);
+
+/* Copies rows[] of a full [S][row_len] bf16 buffer into a compact one. */
+void h3_gather_rows_bf16(const uint16_t *full, long row_len, const int *rows, int nrows, uint16_t *out);
+
+/* The stage checks. Every *_gpu buffer is the GPU's full-size output copied
+ * to the host; inputs are the GPU's own full-size stage inputs. */
+typedef struct {
+    const h3_config *cfg;
+    const h3_block *blk;
+    const h3_inputs *in;
+    int S;
+    const int *rows;
+    int nrows;
+    const int *att_rows; /* attention is costlier: fewer rows */
+    int natt;
+} h3_check_ctx;
+
+void h3_check_adaln(report *r, const h3_check_ctx *k, const uint16_t *mod_gpu);
+void h3_check_rmsnorm_mod(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *w,
+                          const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *out_gpu);
+void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *W, int N,
+                   int K, const uint16_t *y_gpu);
+void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const uint8_t *q8, const uint8_t *k8,
+                       const uint8_t *vt8, const float *sq, const float *sk, const float *sv);
+void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const uint8_t *q8,
+                        const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv,
+                        const uint16_t *O_gpu, const float *lse_gpu);
+void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *y,
+                            const uint16_t *mod, int slot_gate, const uint16_t *out_gpu);
+void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu);
+/* End to end: the CPU's own chain over every row (progress bar) vs out_gpu. */
+void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress);
+
+#endif

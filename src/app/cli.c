@@ -1,0 +1,142 @@
+/* cli.c — strict parsing of dit_block's flags. Every numeric flag rejects a
+ * missing, negative, zero (where meaningless), huge or non-numeric value with
+ * one line naming the flag, exit 2. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inputs.h"
+
+static const char *usage_text =
+    "usage: dit_block --weights FILE [options]\n"
+    "\n"
+    "Runs one MiniMax-H3 DiT block on the GPU (cuBLASLt GEMMs, FP8 flash attention),\n"
+    "prints a per-op timing table and checks every stage against the CPU reference.\n"
+    "\n"
+    "  --weights FILE     block weights (.safetensors; names with one 'blocks.N.' prefix or none)\n"
+    "  --input FILE       inputs (.safetensors: x [S][C] bf16, temb [T] f32, tags [S] i32,\n"
+    "                     positions [S][3] f32); default: synthetic H3 layout from --seed\n"
+    "  --tokens N         tokens for synthetic inputs (default 30272 on the GPU, 1024 on the CPU)\n"
+    "  --seed N           seed of the synthetic inputs (default 1)\n"
+    "  --output FILE      write the block's output hidden states (x [S][C] bf16) as safetensors\n"
+    "  --json FILE        write the timing table and check results as JSON\n"
+    "  --repeat N         timed runs of the block on the GPU, median reported (default 10)\n"
+    "  --warmup N         untimed runs first (default 2)\n"
+    "  --check MODE       stages (default): each GPU stage vs the CPU on sampled rows, given\n"
+    "                     the GPU's own stage input; full: the CPU's own end-to-end chain over\n"
+    "                     every row vs the GPU output; none: timing only\n"
+    "  --sample N         rows checked per stage with --check stages (default 256)\n"
+    "  --attn KERNEL      auto (default: sm90 on Hopper, else mma), mma (portable mma.sync),\n"
+    "                     sm90 (wgmma + TMA, sm_90a only)\n"
+    "  --gemm bf16        GEMM precision (bf16 only for now)\n"
+    "  --cpu              run the whole block on the CPU reference (any --tokens)\n"
+    "  --cpu-exact        with --cpu: exact FP32 attention instead of the FP8 emulation\n"
+    "  --gpu              require the GPU path (exit 2 if there is no usable GPU)\n"
+    "  --quiet            no progress bars\n"
+    "  --help             this text\n";
+
+static void usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "dit_block: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see --help)\n");
+    exit(2);
+}
+
+/* A positive integer in [lo, hi]; anything else is a usage error. */
+static long long parse_int(const char *flag, const char *v, long long lo, long long hi)
+{
+    if (!v || !*v) usage_error("%s needs a value%s", flag, "");
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || errno == ERANGE || end == v) usage_error("%s: '%s' is not an integer", flag, v);
+    if (x < lo || x > hi) {
+        char range[96];
+        snprintf(range, sizeof range, "%lld..%lld", lo, hi);
+        fprintf(stderr, "dit_block: %s: %s is out of range %s (see --help)\n", flag, v, range);
+        exit(2);
+    }
+    return x;
+}
+
+void parse_cli(int argc, char **argv, cli_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->repeat = 10;
+    o->warmup = 2;
+    o->sample = 256;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE()                                                            \
+    do {                                                                  \
+        if (!v || (v[0] == '-' && v[1] == '-')) usage_error("%s needs a value%s", a, ""); \
+        i++;                                                              \
+    } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            exit(0);
+        } else if (!strcmp(a, "--weights")) {
+            TAKE();
+            o->weights = v;
+        } else if (!strcmp(a, "--input")) {
+            TAKE();
+            o->input = v;
+        } else if (!strcmp(a, "--output")) {
+            TAKE();
+            o->output = v;
+        } else if (!strcmp(a, "--json")) {
+            TAKE();
+            o->json = v;
+        } else if (!strcmp(a, "--tokens")) {
+            TAKE();
+            o->tokens = (int)parse_int(a, v, 1, 1 << 22);
+        } else if (!strcmp(a, "--seed")) {
+            TAKE();
+            o->seed = (uint64_t)parse_int(a, v, 0, INT64_MAX);
+        } else if (!strcmp(a, "--repeat")) {
+            TAKE();
+            o->repeat = (int)parse_int(a, v, 1, 100000);
+        } else if (!strcmp(a, "--warmup")) {
+            TAKE();
+            o->warmup = (int)parse_int(a, v, 0, 100000);
+        } else if (!strcmp(a, "--sample")) {
+            TAKE();
+            o->sample = (int)parse_int(a, v, 1, 1 << 22);
+        } else if (!strcmp(a, "--check")) {
+            TAKE();
+            if (!strcmp(v, "stages")) o->check = CHECK_STAGES;
+            else if (!strcmp(v, "full")) o->check = CHECK_FULL;
+            else if (!strcmp(v, "none")) o->check = CHECK_NONE;
+            else usage_error("--check: '%s' is not one of stages, full, none%s", v, "");
+        } else if (!strcmp(a, "--attn")) {
+            TAKE();
+            if (!strcmp(v, "auto")) o->attn = ATTN_AUTO;
+            else if (!strcmp(v, "mma")) o->attn = ATTN_MMA;
+            else if (!strcmp(v, "sm90")) o->attn = ATTN_SM90;
+            else usage_error("--attn: '%s' is not one of auto, mma, sm90%s", v, "");
+        } else if (!strcmp(a, "--gemm")) {
+            TAKE();
+            if (strcmp(v, "bf16")) usage_error("--gemm: '%s' is not supported (bf16 only in this version)%s", v, "");
+        } else if (!strcmp(a, "--cpu")) {
+            o->path = PATH_CPU;
+        } else if (!strcmp(a, "--cpu-exact")) {
+            o->exact_cpu = 1;
+        } else if (!strcmp(a, "--gpu")) {
+            o->path = PATH_GPU;
+        } else if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+        } else {
+            usage_error("unknown flag '%s'%s", a, "");
+        }
+#undef TAKE
+    }
+    if (!o->weights) usage_error("--weights FILE is required%s%s", "", "");
+    if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)%s%s", "", "");
+}

@@ -1,0 +1,33 @@
+/* cli.h — dit_block's command line: one options struct, strict parsing.
+ * Usage errors print one line and exit 2 (parse_cli does this itself). */
+#ifndef H3_CLI_H
+#define H3_CLI_H
+
+#include <stdint.h>
+
+typedef enum { CHECK_STAGES = 0, CHECK_FULL, CHECK_NONE } check_mode;
+typedef enum { ATTN_AUTO = 0, ATTN_MMA, ATTN_SM90 } attn_choice;
+typedef enum { PATH_AUTO = 0, PATH_CPU, PATH_GPU } path_choice;
+
+typedef struct {
+    const char *weights;  /* --weights FILE (required) */
+    const char *input;    /* --input FILE */
+    const char *output;   /* --output FILE */
+    const char *json;     /* --json FILE */
+    int tokens;           /* --tokens N, 0 = default */
+    uint64_t seed;        /* --seed N */
+    int repeat;           /* --repeat N (GPU timing runs) */
+    int warmup;           /* --warmup N */
+    int sample;           /* --sample N rows checked per stage */
+    check_mode check;     /* --check stages|full|none */
+    attn_choice attn;     /* --attn auto|mma|sm90 */
+    path_choice path;     /* --cpu / --gpu */
+    int exact_cpu;        /* --cpu-exact: CPU path uses exact attention */
+    int quiet;            /* --quiet: no progress bars */
+} cli_options;
+
+/* Parses argv into o; prints usage and exits 0 on --help, prints one line and
+ * exits 2 on any usage error. */
+void parse_cli(int argc, char **argv, cli_options *o);
+
+#endif

@@ -1,0 +1,51 @@
+/* report.h — the per-op timing table and check results, printed and as JSON.
+ * One format for the CPU and GPU paths, stage names from config.h. */
+#ifndef H3_REPORT_H
+#define H3_REPORT_H
+
+#include <stdio.h>
+
+#define REPORT_MAX_ROWS 24
+#define REPORT_MAX_CHECKS 32
+
+typedef struct {
+    char name[48];   /* a stage name, or "a+b" for a fused kernel covering two stages */
+    double ms;       /* median wall time */
+    double flops;    /* arithmetic work (GEMMs, attention), 0 for memory-bound stages */
+    double bytes;    /* minimum device-memory traffic, for GB/s */
+} report_row;
+
+typedef struct {
+    char stage[48];  /* stage name the check belongs to */
+    char what[48];   /* e.g. "vs cpu", "vs emulated fp8", "vs exact (fp8 error)" */
+    double rel_rms, max_abs, ref_max;
+    double tol_rms, tol_max; /* max_abs tolerance is relative to ref_max */
+    long nonfinite;  /* NaN/Inf in the tested output where the reference is finite */
+    long count;      /* elements compared */
+    int asserted;    /* 0: reported only (e.g. the FP8 error vs exact) */
+    int pass;
+    char detail[256]; /* first mismatches, when failing */
+} report_check;
+
+typedef struct {
+    char path[8];         /* "gpu" or "cpu" */
+    char device[128];
+    char attn_kernel[64];
+    char gemm[16];
+    int tokens, heads, hidden, repeat;
+    report_row rows[REPORT_MAX_ROWS];
+    int n_rows;
+    double total_ms;      /* median of the whole block, ops launched one by one with events between */
+    double graph_ms;      /* median of the whole block replayed as one CUDA graph, 0 if not run */
+    report_check checks[REPORT_MAX_CHECKS];
+    int n_checks;
+    double peak_mem_gb;   /* device memory in use at peak beyond the weights, 0 if unknown */
+} report;
+
+report_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes);
+report_check *report_add_check(report *r, const char *stage, const char *what);
+int report_all_pass(const report *r);
+void report_print(const report *r, FILE *f);
+int report_write_json(const report *r, const char *path, char *err, size_t errlen);
+
+#endif

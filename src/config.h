@@ -1,0 +1,135 @@
+/* config.h — the one table of shapes for the MiniMax-H3 DiT block (DESIGN.md §1).
+ *
+ * Every part of h3block (loader, CPU reference, GPU runner, generators, tests)
+ * derives tensor names and shapes from h3_config through h3_tensor_specs(), so
+ * a shape is written down exactly once. No dependencies beyond libc. */
+#ifndef H3_CONFIG_H
+#define H3_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int hidden;     /* C  = 5376 */
+    int heads;      /* H  = 56 */
+    int head_dim;   /* D  = 128 (the kernels assume 128) */
+    int ffn;        /* F  = 14336 (SwiGLU width; fc1 has 2F rows) */
+    int temb;       /* T  = 2688 */
+    int modalities; /* M  = 3: 0 video, 1 text, 2 audio */
+    float eps;      /* RMSNorm eps, 1e-5 everywhere */
+    int rope_dims;  /* 96 of 128 head dims are rotated */
+    int rope_freqs; /* 16 frequencies per axis (t, h, w) */
+    float rope_theta; /* 10000 */
+} h3_config;
+
+/* Six modulation slots per modality, in this order in adaln_proj's output. */
+enum {
+    H3_SLOT_SHIFT_MSA = 0,
+    H3_SLOT_SCALE_MSA,
+    H3_SLOT_GATE_MSA,
+    H3_SLOT_SHIFT_MLP,
+    H3_SLOT_SCALE_MLP,
+    H3_SLOT_GATE_MLP,
+    H3_SLOTS
+};
+
+enum { H3_TAG_VIDEO = 0, H3_TAG_TEXT = 1, H3_TAG_AUDIO = 2 };
+
+/* The tensors of one block, in file order. */
+enum {
+    H3_T_NORM1 = 0,  /* [C] */
+    H3_T_NORM2,      /* [C] */
+    H3_T_QKV,        /* [3*H*D][C], grouped per head: q_h, k_h, v_h */
+    H3_T_QNORM,      /* [D] */
+    H3_T_KNORM,      /* [D] */
+    H3_T_OUT,        /* [C][H*D] */
+    H3_T_FC1,        /* [2F][C]: gate rows then up rows */
+    H3_T_FC2,        /* [C][F] */
+    H3_T_ADALN_W,    /* [M*6*C][T] */
+    H3_T_ADALN_B,    /* [M*6*C] */
+    H3_T_COUNT
+};
+
+typedef struct {
+    const char *name;  /* without the "blocks.N." prefix */
+    int rank;
+    int64_t shape[2];
+} h3_tensor_spec;
+
+/* Stage names (DESIGN.md §2), used by the timing table, checks, JSON and tests. */
+enum {
+    H3_STAGE_ADALN = 0,
+    H3_STAGE_NORM1_MOD,
+    H3_STAGE_QKV_GEMM,
+    H3_STAGE_QK_NORM_ROPE_QUANT,
+    H3_STAGE_ATTENTION,
+    H3_STAGE_OUT_GEMM,
+    H3_STAGE_GATE_RES1,
+    H3_STAGE_NORM2_MOD,
+    H3_STAGE_FC1_GEMM,
+    H3_STAGE_SWIGLU,
+    H3_STAGE_FC2_GEMM,
+    H3_STAGE_GATE_RES2,
+    H3_STAGE_COUNT
+};
+
+extern const char *const h3_stage_names[H3_STAGE_COUNT];
+
+h3_config h3_config_full(void); /* the published H3 block */
+h3_config h3_config_tiny(void); /* hidden 256, 2 heads x 128, SwiGLU 512, temb 64 */
+
+/* Fills specs[H3_T_COUNT] with names and shapes derived from cfg. */
+void h3_tensor_specs(const h3_config *cfg, h3_tensor_spec specs[H3_T_COUNT]);
+
+/* Arithmetic work of a stage at S tokens: FLOPs of the GEMMs and of
+ * attention (4 S^2 D H), 0 for the memory-bound stages. */
+double h3_stage_flops(const h3_config *cfg, int S, int stage);
+
+/* Parameter count and BF16 byte size of one block. */
+int64_t h3_param_count(const h3_config *cfg);
+
+/* Validates a config (positive sizes, head_dim == 128, rope fits). Returns 0
+ * or -1 with a reason in err. */
+int h3_config_validate(const h3_config *cfg, char *err, size_t errlen);
+
+/* Derived sizes. */
+static inline int h3_attn_width(const h3_config *c) { return c->heads * c->head_dim; }
+static inline int h3_qkv_width(const h3_config *c) { return 3 * c->heads * c->head_dim; }
+static inline int h3_mod_width(const h3_config *c) { return c->modalities * H3_SLOTS * c->hidden; }
+
+/* Quantisation group and sequence padding for the FP8 attention operands:
+ * one scale per (head, 128-token group); Q/K/V buffers are padded to whole
+ * groups with zeros. */
+#define H3_QGROUP 128
+static inline int h3_pad_tokens(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP * H3_QGROUP; }
+static inline int h3_groups(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP; }
+
+/* V is stored transposed ([H][D][S_pad]) with its keys permuted inside every
+ * 16-key group, so that the P tile can go from the QK^T accumulator fragment
+ * straight into the A-operand fragment of the PV MMA with no shuffle
+ * (mma.sync m16n8k32 and wgmma m64nNk32 share this fragment shape).
+ *
+ * In the accumulator a thread (t = lane % 4) holds, per 8-key n-tile j, keys
+ * 8j + 2t + {0,1}; in the A operand it owns k-slots 4t + {0..3} (keys 0..15)
+ * and 16 + 4t + {0..3}. Putting its n-tiles 0,1 into the first four slots and
+ * 2,3 into the next four means slot s must meet key h3_v_slot_key(s) of V. */
+static inline int h3_v_slot_key(int s)
+{
+    int base = s & ~15, r = s & 15, t = r >> 2, e = r & 3;
+    return base + (e >> 1) * 8 + t * 2 + (e & 1);
+}
+/* Inverse: the slot (stored position) that holds key k. */
+static inline int h3_v_key_slot(int k)
+{
+    int base = k & ~15, r = k & 15, half = r >> 3, t = (r & 7) >> 1, lo = r & 1;
+    return base + t * 4 + half * 2 + lo;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,168 @@
+/* main.c — dit_block: load and validate one H3 block and its inputs, run it on
+ * the GPU (or the CPU reference), print the per-op table and the checks.
+ *
+ * Exit codes: 0 all checks pass; 1 a stage check failed or an internal error;
+ * 2 a user error (bad flag, unreadable or malformed file, no usable GPU with
+ * --gpu). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "block.h"
+#include "cli.h"
+#include "config.h"
+#include "cpu_ref.h"
+#include "inputs.h"
+#include "report.h"
+#include "safetensors.h"
+#ifdef H3_HAVE_CUDA
+#include "runner.h"
+#endif
+
+#define CPU_DEFAULT_TOKENS 1024
+
+static void warn_cb(const char *msg) { fprintf(stderr, "dit_block: warning: %s\n", msg); }
+
+static void die_user(const char *msg)
+{
+    fprintf(stderr, "dit_block: %s\n", msg);
+    exit(2);
+}
+
+static void print_summary(const h3_block *b, const h3_inputs *in, const char *path)
+{
+    const h3_config *c = &b->cfg;
+    fprintf(stderr, "weights %s: %d tensors, %.3f GB BF16 (%lld parameters)%s\n", path, b->file.n_tensors,
+            h3_param_count(c) * 2 / 1e9, (long long)h3_param_count(c),
+            b->block_index >= 0 ? "" : ", no block prefix");
+    if (b->block_index >= 0) fprintf(stderr, "  block %d\n", b->block_index);
+    fprintf(stderr, "  config: hidden %d, heads %d x %d, ffn %d, temb %d, modalities %d, eps %g\n", c->hidden,
+            c->heads, c->head_dim, c->ffn, c->temb, c->modalities, c->eps);
+    fprintf(stderr, "inputs: %d tokens (video %d, text %d, audio %d)\n", in->S, in->count[H3_TAG_VIDEO],
+            in->count[H3_TAG_TEXT], in->count[H3_TAG_AUDIO]);
+}
+
+static double now_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return tv.tv_sec * 1e3 + tv.tv_usec * 1e-3;
+}
+
+/* The whole block on the CPU reference, with its per-stage table. */
+static void run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in, report *r, uint16_t *out)
+{
+    const h3_config *c = &b->cfg;
+    const int S = in->S;
+    cpu_block_weights wt;
+    for (int i = 0; i < H3_T_COUNT; i++) wt.w[i] = b->w[i];
+    double ms[H3_STAGE_COUNT] = {0};
+    const int key_tile = 32; /* the portable kernel's tile: the CPU result is what that kernel should give */
+    fprintf(stderr, "running the block on the CPU reference (%d threads, %s attention)...\n", omp_get_max_threads(),
+            o->exact_cpu ? "exact FP32" : "emulated FP8");
+    double t0 = now_ms();
+    cpu_block_forward(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, o->exact_cpu, !o->quiet, out, ms);
+    r->total_ms = now_ms() - t0;
+    snprintf(r->path, sizeof r->path, "cpu");
+    snprintf(r->device, sizeof r->device, "CPU, %d OpenMP threads", omp_get_max_threads());
+    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", o->exact_cpu ? "cpu exact fp32" : "cpu emulated fp8 (key tile 32)");
+    snprintf(r->gemm, sizeof r->gemm, "fp32 (bf16 in)");
+    r->tokens = S;
+    for (int s = 0; s < H3_STAGE_COUNT; s++) {
+        double fl = h3_stage_flops(c, S, s);
+        report_add_row(r, h3_stage_names[s], ms[s], fl, 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cli_options o;
+    parse_cli(argc, argv, &o);
+    char err[1024];
+
+    h3_block blk;
+    if (h3_block_load(o.weights, &blk, warn_cb, err, sizeof err)) die_user(err);
+    const h3_config *cfg = &blk.cfg;
+
+    /* Which path: the GPU when there is a usable one, else the CPU. */
+    int use_gpu = 0;
+    char why_cpu[256] = "--cpu given";
+#ifdef H3_HAVE_CUDA
+    gpu_info gi;
+    if (o.path != PATH_CPU) {
+        int have = gpu_probe(&gi);
+        if (have && gi.supported) {
+            use_gpu = 1;
+        } else {
+            snprintf(why_cpu, sizeof why_cpu, "%s%s", gi.name,
+                     have ? ": this build has no kernels for it (rebuild with H3_CUDA_ARCHS including it)" : "");
+        }
+    }
+#else
+    snprintf(why_cpu, sizeof why_cpu, "built without CUDA");
+#endif
+    if (o.path == PATH_GPU && !use_gpu) {
+        snprintf(err, sizeof err, "--gpu: no usable GPU: %s", why_cpu);
+        die_user(err);
+    }
+    if (!use_gpu && o.path != PATH_CPU) fprintf(stderr, "dit_block: %s: running the CPU path\n", why_cpu);
+
+    h3_inputs in;
+    if (o.input) {
+        if (h3_inputs_load(o.input, cfg, &in, err, sizeof err)) die_user(err);
+    } else {
+        int S = o.tokens;
+        if (!S) {
+            S = use_gpu ? H3_DEFAULT_TOKENS : CPU_DEFAULT_TOKENS;
+            if (!use_gpu)
+                fprintf(stderr, "dit_block: CPU path: %d tokens instead of %d (pass --tokens N to change)\n", S,
+                        H3_DEFAULT_TOKENS);
+        }
+        if (h3_inputs_default(cfg, S, o.seed, &in, err, sizeof err)) die_user(err);
+    }
+    print_summary(&blk, &in, o.weights);
+
+    uint16_t *out = NULL;
+    if (o.output || (!use_gpu)) {
+        out = malloc((size_t)in.S * cfg->hidden * 2);
+        if (!out) {
+            fprintf(stderr, "dit_block: out of host memory for the %d x %d output\n", in.S, cfg->hidden);
+            return 1;
+        }
+    }
+
+    report r;
+    memset(&r, 0, sizeof r);
+    if (use_gpu) {
+#ifdef H3_HAVE_CUDA
+        int user_error = 0;
+        if (gpu_run_block(&o, &gi, &blk, &in, &r, out, &user_error, err, sizeof err)) {
+            fprintf(stderr, "dit_block: %s\n", err);
+            return user_error ? 2 : 1;
+        }
+#endif
+    } else {
+        run_cpu(&o, &blk, &in, &r, out);
+    }
+    report_print(&r, stdout);
+
+    if (o.json && report_write_json(&r, o.json, err, sizeof err)) die_user(err);
+    if (o.output) {
+        st_write_tensor t = {{"x", ST_BF16, 2, {in.S, cfg->hidden}}, out};
+        const char *meta[] = {"producer", "dit_block", "path", r.path};
+        if (st_write(o.output, &t, 1, meta, 2, err, sizeof err)) die_user(err);
+        fprintf(stderr, "wrote %s\n", o.output);
+    }
+    int ok = report_all_pass(&r);
+    if (!ok) {
+        for (int i = 0; i < r.n_checks; i++)
+            if (r.checks[i].asserted && !r.checks[i].pass)
+                fprintf(stderr, "dit_block: check FAILED: stage %s (%s)\n", r.checks[i].stage, r.checks[i].what);
+    }
+    free(out);
+    h3_inputs_free(&in);
+    h3_block_free(&blk);
+    return ok ? 0 : 1;
+}

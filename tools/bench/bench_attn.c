@@ -1,0 +1,663 @@
+/* bench_attn.c — times h3block's FP8 attention kernels on the GPU and measures
+ * their accuracy against an FP64 reference (DESIGN.md §3, §6).
+ *
+ *   bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10]
+ *              [--warmup 2] [--kernels mma,sm90] [--quant] [--accuracy]
+ *              [--accuracy-only] [--acc-seq 8192] [--acc-heads 8] [--seed N]
+ *              [--json FILE] [--no-selfcheck]
+ *
+ * First a self-check (S = 300, H = 3): the quantiser below must reproduce
+ * cpu_quant_fp8 bit for bit and the FP64 reference must match
+ * cpu_attention_exact; a failure is printed and recorded in the JSON
+ * ("selfcheck") and the run goes on.
+ *
+ * Timing: inputs are random BF16 q, k, v ~ N(0,1) drawn on the GPU and
+ * quantised by bench_kernels.cu's own quantiser (the DESIGN.md §3 contract:
+ * per (head, 128-token) scale amax/448, e4m3 RNE satfinite, V transposed with
+ * keys permuted), so the benchmark does not depend on the code it measures.
+ * Several operand sets (>= 2, together >= 3x the L2 size) are rotated so no
+ * run finds its inputs in L2. CUDA events around every launch, warm-up first,
+ * median (and min) of --reps runs. TFLOPS = 4 S^2 128 H / t. --quant also
+ * times h3k_qk_norm_rope_quant (the fused stage that feeds attention).
+ *
+ * Accuracy (--accuracy): at S = 8192, H = 8, on N(0,1) inputs and on FA3's
+ * stress mix N(0,1) + N(0,100) Bernoulli(0.001), each kernel's BF16 O against
+ * O computed in FP64 on the GPU from the same BF16 q, k, v (so the error
+ * includes FP8 quantisation, the online softmax and the BF16 store): relative
+ * RMS ||O - ref|| / ||ref||, RMSE and max abs. The BF16 rounding of the
+ * reference itself is printed as the floor no BF16-output kernel can beat.
+ *
+ * A sequence length whose buffers do not fit is reported as "oom" and skipped.
+ * The JSON file is rewritten after every sequence length, so a crash keeps
+ * what was measured. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/kernels.h"
+#include "../../src/config.h"
+#include "../../cpu_ref/cpu_ref.h"
+#include "../../src/numerics.h"
+#include "bench_kernels.h"
+
+#define D 128
+#define MAX_SEQS 32
+#define MAX_ROWS 256
+#define MAX_SETS 6
+
+typedef int (*attn_fn)(const uint8_t *, const uint8_t *, const uint8_t *, const float *, const float *, const float *,
+                       int, int, uint16_t *, float *, h3_stream);
+
+typedef struct {
+    const char *name;
+    attn_fn fn;
+    int enabled;
+} kernel_t;
+
+typedef struct {
+    char kernel[32];
+    int S, H, sets;
+    double ms, min_ms, tflops, gbs;
+    char status[96];
+} row_t;
+
+typedef struct {
+    char kernel[32], dist[16];
+    int S, H;
+    double rel_rms, rmse, max_abs, bf16_floor;
+    long nonfinite;
+    char status[96];
+} acc_t;
+
+typedef struct {
+    uint8_t *q8, *k8, *vt8; /* [H][S_pad][128], [H][S_pad][128], [H][128][S_pad] e4m3 */
+    float *sq, *sk, *sv;    /* [H][G] */
+} opset;
+
+static row_t g_rows[MAX_ROWS];
+static int g_nrows;
+static acc_t g_acc[16];
+static int g_nacc;
+static char g_device[320];
+static char g_selfcheck[16] = "skipped";
+
+/* Every allocation of one sequence length goes through here so that an OOM
+ * frees what was taken and the next length still runs. */
+#define MAX_ALLOCS 64
+static void *g_allocs[MAX_ALLOCS];
+static int g_nallocs;
+static void *dalloc(size_t bytes)
+{
+    void *p = NULL;
+    if (g_nallocs == MAX_ALLOCS) return NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* an OOM is not sticky; clear it */
+        return NULL;
+    }
+    g_allocs[g_nallocs++] = p;
+    return p;
+}
+static void dfree_all(void)
+{
+    for (int i = 0; i < g_nallocs; i++) cudaFree(g_allocs[i]);
+    g_nallocs = 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void die_cuda(cudaError_t e, const char *what)
+{
+    fprintf(stderr, "bench_attn: %s: %s (%s)\n", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    exit(1);
+}
+#define CHECKQ(cond)                                                        \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "bench_attn: selfcheck: %s failed (host or device memory)\n", #cond); \
+            exit(1);                                                        \
+        }                                                                   \
+    } while (0)
+#define CK(call)                                   \
+    do {                                           \
+        cudaError_t e_ = (call);                   \
+        if (e_ != cudaSuccess) die_cuda(e_, #call); \
+    } while (0)
+
+static void write_json(const char *path, int H)
+{
+    if (!path) return;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_attn: cannot write %s\n", path);
+        return;
+    }
+    fprintf(f, "{\n  \"tool\": \"bench_attn\",\n  \"device\": \"%s\",\n  \"selfcheck\": \"%s\",\n  \"heads\": %d,\n  \"results\": [",
+            g_device, g_selfcheck, H);
+    for (int i = 0; i < g_nrows; i++) {
+        const row_t *r = &g_rows[i];
+        fprintf(f, "%s\n    {\"kernel\": \"%s\", \"S\": %d, \"H\": %d, \"sets\": %d, ", i ? "," : "", r->kernel, r->S,
+                r->H, r->sets);
+        if (strcmp(r->status, "ok") == 0) {
+            fprintf(f, "\"median_ms\": %.6f, \"min_ms\": %.6f, ", r->ms, r->min_ms);
+            if (r->tflops > 0) fprintf(f, "\"tflops\": %.3f, ", r->tflops);
+            if (r->gbs > 0) fprintf(f, "\"gbs\": %.3f, ", r->gbs);
+        }
+        fprintf(f, "\"status\": \"%s\"}", r->status);
+    }
+    fprintf(f, "\n  ],\n  \"accuracy\": [");
+    for (int i = 0; i < g_nacc; i++) {
+        const acc_t *a = &g_acc[i];
+        fprintf(f, "%s\n    {\"kernel\": \"%s\", \"dist\": \"%s\", \"S\": %d, \"H\": %d, ", i ? "," : "", a->kernel,
+                a->dist, a->S, a->H);
+        if (strcmp(a->status, "ok") == 0)
+            fprintf(f, "\"rel_rms\": %.6e, \"rmse\": %.6e, \"max_abs\": %.6e, \"bf16_floor_rel_rms\": %.6e, \"nonfinite\": %ld, ",
+                    a->rel_rms, a->rmse, a->max_abs, a->bf16_floor, a->nonfinite);
+        fprintf(f, "\"status\": \"%s\"}", a->status);
+    }
+    fprintf(f, "\n  ]\n}\n");
+    fclose(f);
+}
+
+static row_t *new_row(const char *kernel, int S, int H)
+{
+    if (g_nrows == MAX_ROWS) return NULL;
+    row_t *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+    r->S = S;
+    r->H = H;
+    return r;
+}
+
+/* Allocates and fills one operand set from fresh BF16 q, k, v (seed). */
+static int make_set(opset *o, int S, int H, uint16_t *q, uint16_t *k, uint16_t *v, float *inv, uint64_t seed,
+                    int stress)
+{
+    const int S_pad = h3_pad_tokens(S), G = h3_groups(S);
+    const size_t nop = (size_t)H * S_pad * D, nsc = (size_t)H * G, nx = (size_t)S * H * D;
+    o->q8 = dalloc(nop);
+    o->k8 = dalloc(nop);
+    o->vt8 = dalloc(nop);
+    o->sq = dalloc(nsc * 4);
+    o->sk = dalloc(nsc * 4);
+    o->sv = dalloc(nsc * 4);
+    if (!o->q8 || !o->k8 || !o->vt8 || !o->sq || !o->sk || !o->sv) return -1;
+    CK((cudaError_t)bench_fill_bf16(q, nx, seed * 3 + 0, stress, 0));
+    CK((cudaError_t)bench_fill_bf16(k, nx, seed * 3 + 1, stress, 0));
+    CK((cudaError_t)bench_fill_bf16(v, nx, seed * 3 + 2, stress, 0));
+    CK((cudaError_t)bench_quant_fp8(q, k, v, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
+    return 0;
+}
+
+/* Checks a sample of O rows (first and last 64) for NaN (the buffer was
+ * poisoned with NaN before the runs, so an unwritten element shows) and for an
+ * all-zero output. Returns 0 if fine. */
+static int sanity_check_O(const uint16_t *O, int S, int H, char *msg, size_t msglen)
+{
+    const int n = S < 64 ? S : 64;
+    const size_t rowb = (size_t)H * D * 2;
+    uint16_t *h = malloc(2 * n * rowb);
+    if (!h) return 0;
+    CK(cudaMemcpy(h, O, n * rowb, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy((char *)h + n * rowb, (const char *)O + (size_t)(S - n) * rowb, n * rowb, cudaMemcpyDeviceToHost));
+    long bad = 0, nz = 0, tot = (long)2 * n * H * D;
+    for (long i = 0; i < tot; i++) {
+        float x = h3_bf16_to_f32(h[i]);
+        if (!isfinite(x)) bad++;
+        else if (x != 0.f) nz++;
+    }
+    free(h);
+    if (bad) {
+        snprintf(msg, msglen, "bad output: %ld non-finite of %ld sampled", bad, tot);
+        return -1;
+    }
+    if (!nz) {
+        snprintf(msg, msglen, "bad output: all sampled values are zero");
+        return -1;
+    }
+    return 0;
+}
+
+/* Times fn over the rotated sets. Returns 0 or a cudaError_t. */
+static int time_launches(int (*launch)(void *, int), void *ctx, int nsets, int warmup, int reps, double *med,
+                         double *mn)
+{
+    cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * reps);
+    double *t = malloc(sizeof(double) * reps);
+    int rc = 0;
+    for (int i = 0; i < 2 * reps; i++) CK(cudaEventCreate(&ev[i]));
+    for (int w = 0; w < warmup && !rc; w++) rc = launch(ctx, w % nsets);
+    if (!rc) rc = (int)cudaDeviceSynchronize();
+    for (int r = 0; r < reps && !rc; r++) {
+        CK(cudaEventRecord(ev[2 * r], 0));
+        rc = launch(ctx, (r + warmup) % nsets);
+        CK(cudaEventRecord(ev[2 * r + 1], 0));
+    }
+    if (!rc) rc = (int)cudaDeviceSynchronize();
+    if (!rc) {
+        for (int r = 0; r < reps; r++) {
+            float ms;
+            CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
+            t[r] = ms;
+        }
+        qsort(t, reps, sizeof(double), cmp_double);
+        *med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *mn = t[0];
+    }
+    for (int i = 0; i < 2 * reps; i++) cudaEventDestroy(ev[i]);
+    free(ev);
+    free(t);
+    return rc;
+}
+
+typedef struct {
+    const kernel_t *k;
+    const opset *sets;
+    int S, H;
+    uint16_t *O; /* [S][H*128] bf16 */
+    float *lse;  /* [H][S] f32 */
+} attn_ctx;
+
+static int launch_attn(void *vctx, int set)
+{
+    attn_ctx *c = vctx;
+    const opset *o = &c->sets[set];
+    return c->k->fn(o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, c->S, c->H, c->O, c->lse, 0);
+}
+
+typedef struct {
+    const uint16_t *qkv; /* [S][3*H*128] bf16 */
+    const float *pos;    /* [S][3] */
+    const uint16_t *qw, *kw;
+    const float *omega;
+    const opset *sets;
+    int S, H;
+} quant_ctx;
+
+static int launch_quant(void *vctx, int set)
+{
+    quant_ctx *c = vctx;
+    const opset *o = &c->sets[set];
+    return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, 1e-5f, c->omega, o->q8, o->k8, o->vt8,
+                                  o->sq, o->sk, o->sv, 0);
+}
+
+/* Set when a kernel left the context unusable (illegal address, launch failure):
+ * nothing more can run in this process, so the JSON is written and main stops. */
+static int g_sticky;
+
+static void status_from_rc(char *st, size_t n, int rc)
+{
+    snprintf(st, n, "error: %s", cudaGetErrorName((cudaError_t)rc));
+    (void)cudaGetLastError();
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        g_sticky = 1;
+        snprintf(st, n, "error: %s (context lost)", cudaGetErrorName((cudaError_t)rc));
+    }
+}
+
+static void bench_one_S(int S, int H, const kernel_t *ks, int nk, int warmup, int reps, int do_quant, uint64_t seed,
+                        size_t l2)
+{
+    const int S_pad = h3_pad_tokens(S), G = h3_groups(S);
+    const size_t nx = (size_t)S * H * D, setb = 3 * (size_t)H * S_pad * D;
+    int nsets = (int)((3 * l2 + setb - 1) / setb);
+    if (nsets < 2) nsets = 2;
+    if (nsets > MAX_SETS) nsets = MAX_SETS;
+    opset sets[MAX_SETS];
+    char oom[96] = "";
+
+    uint16_t *q = dalloc(nx * 2), *k = dalloc(nx * 2), *v = dalloc(nx * 2); /* [S][H*128] bf16 scratch */
+    float *inv = dalloc((size_t)3 * H * G * 4);
+    uint16_t *O = dalloc(nx * 2);              /* [S][H*128] bf16 */
+    float *lse = dalloc((size_t)H * S * 4);    /* [H][S] */
+    if (!q || !k || !v || !inv || !O || !lse) snprintf(oom, sizeof oom, "oom (inputs)");
+    for (int s = 0; s < nsets && !oom[0]; s++)
+        if (make_set(&sets[s], S, H, q, k, v, inv, seed + 1000 * (uint64_t)S + s, 0)) {
+            if (s >= 2) nsets = s; /* two sets still rotate; fewer do not */
+            else snprintf(oom, sizeof oom, "oom (operand set %d)", s);
+            break;
+        }
+    if (!oom[0]) CK(cudaDeviceSynchronize());
+
+    for (int i = 0; i < nk && !g_sticky; i++) {
+        if (!ks[i].enabled) continue;
+        row_t *r = new_row(ks[i].name, S, H);
+        if (!r) return;
+        r->sets = nsets;
+        if (oom[0]) {
+            snprintf(r->status, sizeof r->status, "%s", oom);
+            continue;
+        }
+        CK(cudaMemset(O, 0xff, nx * 2)); /* 0xffff is a BF16 NaN: unwritten outputs show */
+        attn_ctx c = {&ks[i], sets, S, H, O, lse};
+        int rc = time_launches(launch_attn, &c, nsets, warmup, reps, &r->ms, &r->min_ms);
+        if (rc) {
+            status_from_rc(r->status, sizeof r->status, rc);
+            continue;
+        }
+        if (sanity_check_O(O, S, H, r->status, sizeof r->status)) continue;
+        r->tflops = 4.0 * S * (double)S * D * H / (r->ms * 1e-3) / 1e12;
+        snprintf(r->status, sizeof r->status, "ok");
+    }
+
+    if (do_quant && !g_sticky) {
+        row_t *r = new_row("qk_norm_rope_quant", S, H);
+        if (!r) return;
+        r->sets = nsets;
+        const size_t nqkv = (size_t)S * 3 * H * D;
+        uint16_t *qkv = oom[0] ? NULL : dalloc(nqkv * 2); /* [S][3*H*128] bf16 */
+        float *pos = oom[0] ? NULL : dalloc((size_t)S * 3 * 4);
+        uint16_t *w = oom[0] ? NULL : dalloc(2 * D * 2); /* q_norm, k_norm [128] bf16 */
+        if (!qkv || !pos || !w) {
+            snprintf(r->status, sizeof r->status, "%s", oom[0] ? oom : "oom (qkv)");
+        } else {
+            float *hpos = malloc((size_t)S * 3 * 4), omega[16];
+            uint16_t hw[2 * D];
+            for (int s = 0; s < S; s++) { /* a 72 x 15 x 27 latent grid, repeated */
+                hpos[3 * s + 0] = (float)(s / (15 * 27) % 72);
+                hpos[3 * s + 1] = (float)(s / 27 % 15);
+                hpos[3 * s + 2] = (float)(s % 27);
+            }
+            for (int d = 0; d < 2 * D; d++) hw[d] = h3_f32_to_bf16(1.0f + 0.01f * (float)(d % 7));
+            for (int j = 0; j < 16; j++) omega[j] = (float)pow(10000.0, -j / 16.0);
+            CK(cudaMemcpy(pos, hpos, (size_t)S * 3 * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(w, hw, sizeof hw, cudaMemcpyHostToDevice));
+            free(hpos);
+            CK((cudaError_t)bench_fill_bf16(qkv, nqkv, seed + 7, 0, 0));
+            quant_ctx c = {qkv, pos, w, w + D, omega, sets, S, H};
+            int rc = time_launches(launch_quant, &c, nsets, warmup, reps, &r->ms, &r->min_ms);
+            if (rc) {
+                status_from_rc(r->status, sizeof r->status, rc);
+            } else {
+                double bytes = nqkv * 2.0 + (double)S * 12 + 3.0 * H * S_pad * D;
+                r->gbs = bytes / (r->ms * 1e-3) / 1e9;
+                snprintf(r->status, sizeof r->status, "ok");
+            }
+        }
+    }
+    dfree_all();
+}
+
+static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
+{
+    static const char *dists[2] = {"normal", "stress"};
+    const size_t nx = (size_t)S * H * D;
+    const int G = h3_groups(S);
+    uint16_t *q = dalloc(nx * 2), *k = dalloc(nx * 2), *v = dalloc(nx * 2), *O = dalloc(nx * 2);
+    float *inv = dalloc((size_t)3 * H * G * 4), *lse = dalloc((size_t)H * S * 4);
+    double *ref = dalloc(nx * 8); /* [S][H*128] f64 */
+    opset set;
+    double *href = malloc(nx * 8);
+    uint16_t *hO = malloc(nx * 2);
+    int fail = !q || !k || !v || !O || !inv || !lse || !ref || !href || !hO;
+    for (int di = 0; di < 2 && !g_sticky; di++) {
+        if (!fail) fail = make_set(&set, S, H, q, k, v, inv, seed + 77 + di, di);
+        int rc = fail ? 0 : bench_ref_attn_f64(q, k, v, S, H, ref, 0);
+        if (!fail && !rc) rc = (int)cudaDeviceSynchronize();
+        if (!fail && !rc) CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
+        /* The floor: the reference itself rounded to BF16. */
+        double floor_num = 0, den = 0;
+        if (!fail && !rc)
+            for (size_t i = 0; i < nx; i++) {
+                double e = (double)h3_round_bf16((float)href[i]) - href[i];
+                floor_num += e * e;
+                den += href[i] * href[i];
+            }
+        for (int i = 0; i < nk && !g_sticky; i++) {
+            if (!ks[i].enabled || g_nacc == 16) continue;
+            acc_t *a = &g_acc[g_nacc++];
+            memset(a, 0, sizeof *a);
+            snprintf(a->kernel, sizeof a->kernel, "%s", ks[i].name);
+            snprintf(a->dist, sizeof a->dist, "%s", dists[di]);
+            a->S = S;
+            a->H = H;
+            if (fail) {
+                snprintf(a->status, sizeof a->status, "oom");
+                continue;
+            }
+            if (rc) {
+                snprintf(a->status, sizeof a->status, "reference failed: %s", cudaGetErrorName((cudaError_t)rc));
+                continue;
+            }
+            CK(cudaMemset(O, 0xff, nx * 2));
+            int krc = ks[i].fn(set.q8, set.k8, set.vt8, set.sq, set.sk, set.sv, S, H, O, lse, 0);
+            if (!krc) krc = (int)cudaDeviceSynchronize();
+            if (krc) {
+                status_from_rc(a->status, sizeof a->status, krc);
+                continue;
+            }
+            CK(cudaMemcpy(hO, O, nx * 2, cudaMemcpyDeviceToHost));
+            double num = 0, mx = 0;
+            long bad = 0;
+            for (size_t j = 0; j < nx; j++) {
+                double o = h3_bf16_to_f32(hO[j]);
+                if (!isfinite(o)) {
+                    bad++;
+                    continue;
+                }
+                double e = o - href[j];
+                num += e * e;
+                if (fabs(e) > mx) mx = fabs(e);
+            }
+            a->nonfinite = bad;
+            a->rel_rms = sqrt(num / den);
+            a->rmse = sqrt(num / (double)nx);
+            a->max_abs = mx;
+            a->bf16_floor = sqrt(floor_num / den);
+            snprintf(a->status, sizeof a->status, bad ? "non-finite output" : "ok");
+        }
+        dfree_all(); /* the set; buffers are re-taken below */
+        if (di == 0) {
+            q = dalloc(nx * 2), k = dalloc(nx * 2), v = dalloc(nx * 2), O = dalloc(nx * 2);
+            inv = dalloc((size_t)3 * H * G * 4), lse = dalloc((size_t)H * S * 4);
+            ref = dalloc(nx * 8);
+            fail = !q || !k || !v || !O || !inv || !lse || !ref || !href || !hO;
+        }
+    }
+    free(href);
+    free(hO);
+}
+
+/* Checks this file's own yardsticks before anything is measured: the GPU
+ * quantiser must give exactly cpu_quant_fp8's bytes and scales, and the FP64
+ * reference must agree with cpu_attention_exact (FP32, then BF16-rounded) to
+ * within BF16 output rounding (rel RMS < 4e-3; the two differ only by that
+ * rounding and FP32 sums). Small ragged shapes (S = 300, H = 3). Returns 0. */
+static int selfcheck(uint64_t seed)
+{
+    const int S = 300, H = 3, S_pad = h3_pad_tokens(S), G = h3_groups(S);
+    const size_t nx = (size_t)S * H * D, nop = (size_t)H * S_pad * D;
+    uint16_t *q = dalloc(nx * 2), *k = dalloc(nx * 2), *v = dalloc(nx * 2);
+    float *inv = dalloc((size_t)3 * H * G * 4);
+    double *ref = dalloc(nx * 8);
+    opset o;
+    CHECKQ(q && k && v && inv && ref);
+    CHECKQ(make_set(&o, S, H, q, k, v, inv, seed + 5, 1) == 0);
+    CK((cudaError_t)bench_ref_attn_f64(q, k, v, S, H, ref, 0));
+    CK(cudaDeviceSynchronize());
+    uint16_t *hq = malloc(nx * 2), *hk = malloc(nx * 2), *hv = malloc(nx * 2), *hO = malloc(nx * 2);
+    uint8_t *g8 = malloc(3 * nop), *c8 = malloc(3 * nop);
+    float *gs = malloc(3 * H * G * 4), *cs = malloc(3 * H * G * 4);
+    double *href = malloc(nx * 8);
+    CHECKQ(hq && hk && hv && hO && g8 && c8 && gs && cs && href);
+    CK(cudaMemcpy(hq, q, nx * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hk, k, nx * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hv, v, nx * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g8, o.q8, nop, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g8 + nop, o.k8, nop, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g8 + 2 * nop, o.vt8, nop, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs, o.sq, H * G * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs + H * G, o.sk, H * G * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs + 2 * H * G, o.sv, H * G * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
+    memset(c8, 0x55, 3 * nop);
+    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
+    long dbytes = 0, dscales = 0;
+    for (size_t i = 0; i < 3 * nop; i++) dbytes += g8[i] != c8[i];
+    for (int i = 0; i < 3 * H * G; i++) dscales += gs[i] != cs[i];
+    cpu_attention_exact(hq, hk, hv, S, H, NULL, S, hO, NULL);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < nx; i++) {
+        double e = h3_bf16_to_f32(hO[i]) - href[i];
+        num += e * e;
+        den += href[i] * href[i];
+    }
+    double rel = sqrt(num / den);
+    int ok = dbytes == 0 && dscales == 0 && rel < 4e-3 && isfinite(rel);
+    printf("selfcheck (S = %d, H = %d, stress inputs): quantiser vs cpu_quant_fp8: %ld bytes, %ld scales differ; "
+           "FP64 reference vs cpu_attention_exact: rel RMS %.2e -> %s\n",
+           S, H, dbytes, dscales, rel, ok ? "ok" : "FAILED");
+    free(hq), free(hk), free(hv), free(hO), free(g8), free(c8), free(gs), free(cs), free(href);
+    dfree_all();
+    return ok ? 0 : -1;
+}
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < 1 || x > 10000000) return -1;
+        out[n++] = (int)x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10] [--warmup 2]\n"
+                    "                  [--kernels mma,sm90] [--quant] [--accuracy] [--accuracy-only]\n"
+                    "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int seqs[MAX_SEQS] = {4096, 8192, 16384, 30272, 75600}, nseq = 5, H = 56, reps = 10, warmup = 2;
+    int do_quant = 0, do_acc = 0, no_selfcheck = 0, acc_only = 0, acc_S = 8192, acc_H = 8;
+    uint64_t seed = 1234;
+    const char *json = NULL, *kernels = "mma,sm90";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDVAL \
+    if (!val) usage(); \
+    i++
+        if (!strcmp(a, "--seqs")) {
+            NEEDVAL;
+            nseq = parse_list(val, seqs, MAX_SEQS);
+            if (nseq < 1) usage();
+        } else if (!strcmp(a, "--heads")) {
+            NEEDVAL;
+            H = atoi(val);
+        } else if (!strcmp(a, "--reps") || !strcmp(a, "--repeat")) { /* --repeat: dit_block's spelling */
+            NEEDVAL;
+            reps = atoi(val);
+        } else if (!strcmp(a, "--warmup")) {
+            NEEDVAL;
+            warmup = atoi(val);
+        } else if (!strcmp(a, "--kernels")) {
+            NEEDVAL;
+            kernels = val;
+        } else if (!strcmp(a, "--acc-seq")) {
+            NEEDVAL;
+            acc_S = atoi(val);
+        } else if (!strcmp(a, "--acc-heads")) {
+            NEEDVAL;
+            acc_H = atoi(val);
+        } else if (!strcmp(a, "--seed")) {
+            NEEDVAL;
+            seed = strtoull(val, NULL, 10);
+        } else if (!strcmp(a, "--json")) {
+            NEEDVAL;
+            json = val;
+        } else if (!strcmp(a, "--no-selfcheck")) {
+            no_selfcheck = 1;
+        } else if (!strcmp(a, "--quant")) {
+            do_quant = 1;
+        } else if (!strcmp(a, "--accuracy")) {
+            do_acc = 1;
+        } else if (!strcmp(a, "--accuracy-only")) {
+            do_acc = acc_only = 1;
+        } else {
+            usage();
+        }
+    }
+    if (H < 1 || reps < 1 || warmup < 0 || acc_S < 1 || acc_S > 28000 || acc_H < 1) usage();
+
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "bench_attn: no usable CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    snprintf(g_device, sizeof g_device, "%.200s (sm_%d%d, %d SMs, %d MB L2)", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    if (!h3k_device_supported()) {
+        fprintf(stderr, "bench_attn: this build has no machine code for %s; rebuild with H3_CUDA_ARCHS\n", g_device);
+        return 2;
+    }
+    kernel_t ks[2] = {{"h3_fp8_mma", h3k_attn_fp8_mma, strstr(kernels, "mma") != NULL},
+                      {"h3_fp8_sm90", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL}};
+    if (ks[1].enabled && !h3k_attn_fp8_sm90_available()) {
+        printf("bench_attn: h3k_attn_fp8_sm90 not available on this device/build; skipped\n");
+        ks[1].enabled = 0;
+    }
+    if (!no_selfcheck) {
+        int sc = selfcheck(seed);
+        snprintf(g_selfcheck, sizeof g_selfcheck, "%s", sc ? "FAILED" : "ok");
+        if (sc) /* not fatal: the one benchmark run must still give numbers; the report says so */
+            fprintf(stderr, "bench_attn: WARNING: the self-check failed: accuracy figures below are suspect\n");
+    }
+    printf("bench_attn on %s: H = %d, %d warm-up + %d timed runs, median\n", g_device, H, warmup, reps);
+
+    if (!acc_only) {
+        printf("%-20s %7s %4s %4s %10s %10s %9s  %s\n", "kernel", "S", "H", "sets", "median_ms", "min_ms",
+               "TFLOPS", "status");
+        for (int si = 0; si < nseq; si++) {
+            int first = g_nrows;
+            bench_one_S(seqs[si], H, ks, 2, warmup, reps, do_quant, seed, (size_t)prop.l2CacheSize);
+            for (int i = first; i < g_nrows; i++) {
+                const row_t *r = &g_rows[i];
+                if (r->gbs > 0)
+                    printf("%-20s %7d %4d %4d %10.3f %10.3f %6.0fGB/s  %s\n", r->kernel, r->S, r->H, r->sets, r->ms,
+                           r->min_ms, r->gbs, r->status);
+                else
+                    printf("%-20s %7d %4d %4d %10.3f %10.3f %9.1f  %s\n", r->kernel, r->S, r->H, r->sets, r->ms,
+                           r->min_ms, r->tflops, r->status);
+            }
+            fflush(stdout);
+            write_json(json, H);
+            if (g_sticky) {
+                fprintf(stderr, "bench_attn: a kernel broke the CUDA context; stopping (results so far in the JSON)\n");
+                return 1;
+            }
+        }
+    }
+    if (do_acc) {
+        accuracy(acc_S, acc_H, ks, 2, seed);
+        printf("\naccuracy vs FP64 (S = %d, H = %d; goals: rel RMS <= 3%% on normal, RMSE <= 9.1e-3 on stress)\n",
+               acc_S, acc_H);
+        printf("%-14s %-7s %10s %10s %10s %11s  %s\n", "kernel", "dist", "rel_rms", "rmse", "max_abs", "bf16_floor",
+               "status");
+        for (int i = 0; i < g_nacc; i++) {
+            const acc_t *a = &g_acc[i];
+            printf("%-14s %-7s %9.3f%% %10.3e %10.3e %10.3f%%  %s\n", a->kernel, a->dist, 100 * a->rel_rms, a->rmse,
+                   a->max_abs, 100 * a->bf16_floor, a->status);
+        }
+        write_json(json, H);
+    }
+    return g_sticky ? 1 : 0;
+}

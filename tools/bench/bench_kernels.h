@@ -1,0 +1,25 @@
+/* bench_kernels.h — C launchers of bench_kernels.cu (benchmark inputs and the
+ * FP64 attention reference). Shapes: q, k, v [S][H*128] bf16; q8, k8
+ * [H][S_pad][128], vt8 [H][128][S_pad] e4m3; sq, sk, sv [H][G] f32;
+ * inv_tmp [3][H][G] f32 scratch; out [S][H*128] f64. Return 0 or a cudaError_t. */
+#ifndef H3_BENCH_KERNELS_H
+#define H3_BENCH_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int bench_fill_bf16(uint16_t *x, size_t n, uint64_t seed, int stress, cudaStream_t st);
+int bench_quant_fp8(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, uint8_t *q8, uint8_t *k8,
+                    uint8_t *vt8, float *sq, float *sk, float *sv, float *inv_tmp, cudaStream_t st);
+int bench_ref_attn_f64(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, double *out,
+                       cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# run_all.sh — the whole h3block benchmark in one run on the GPU machine (DESIGN.md §6).
+#
+#   bash tools/bench/run_all.sh [BUILD_DIR=build]        # from the repository root
+#
+# Expects an already-built BUILD_DIR (bench_attn, dit_block, gen_weights, gen_inputs) and,
+# for the cuDNN FP8 peer, the carried wheels in .whl/ (device call: carry [".whl", BUILD_DIR]).
+# Steps, each independent (a failing step is logged and recorded, the next one runs):
+#   wheels, weights+inputs (generated if absent), bench_attn (our kernels, quant stage,
+#   accuracy vs FP64), peers_attention.py (SDPA cuDNN/flash BF16, cuDNN FP8), torch_block.py
+#   (eager + torch.compile), dit_block, compare_outputs.py, plot_breakdown.py, summary.
+# Files: the device tool returns at most 8 files from $OUT, so by default only two go there:
+# $OUT/bench_summary.json (the summary plus every tool's full JSON under "raw") and
+# $OUT/breakdown.png; the per-tool JSONs and run_all.log stay in $H3_BENCH_TMP (/tmp/h3bench)
+# with the big files (weights, outputs). H3_BENCH_FILES=all puts the per-tool JSONs and the log
+# in $OUT too. Everything printed also goes to stdout (the last lines are the summary table).
+# Time: every step has a cap and the whole run a budget ($H3_BENCH_BUDGET, default 400 s, so
+# that gpu_session.sh's 'timeout 420' still sees the summary), under the 10-minute limit.
+# Env: H3_BENCH_SEQS (attention S list), H3_BENCH_TOKENS (block S, 30272), H3_BENCH_REPS (10),
+#      H3_WEIGHTS / H3_INPUTS (existing files to use instead of generating).
+set -euo pipefail
+
+BUILD=${1:-build}
+OUT=${OUT:-./out}
+TMPD=${H3_BENCH_TMP:-/tmp/h3bench}
+BUDGET=${H3_BENCH_BUDGET:-400}
+SEQS=${H3_BENCH_SEQS:-4096,8192,16384,30272,75600}
+TOKENS=${H3_BENCH_TOKENS:-30272}
+REPS=${H3_BENCH_REPS:-10}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p "$OUT" "$TMPD"
+OUT=$(cd "$OUT" && pwd)
+FINAL=$OUT            # bench_summary.json, breakdown.png
+if [[ ${H3_BENCH_FILES:-few} != all ]]; then OUT=$TMPD; fi   # per-tool JSONs and the log
+LOG=$OUT/run_all.log
+: >"$LOG"
+export PYTHONUNBUFFERED=1
+STATUS_FILE=$TMPD/steps.tsv
+: >"$STATUS_FILE"
+T0=$SECONDS
+
+log() { echo "$*" | tee -a "$LOG"; }
+
+# step NAME CAP_S CMD...: runs CMD with a timeout of min(CAP_S, what is left of the budget
+# less 25 s for the summary), output to the terminal and the log; records rc and time.
+step() {
+    local name=$1 cap=$2
+    shift 2
+    local left=$((BUDGET - (SECONDS - T0) - 25))
+    local t=$cap
+    ((left < t)) && t=$left
+    if ((t < 5)); then
+        log "=== $name: skipped (time budget spent)"
+        printf '%s\tskipped (budget)\t0\n' "$name" >>"$STATUS_FILE"
+        return 0
+    fi
+    log "=== $name (cap ${t}s): $*"
+    local s=$SECONDS rc=0
+    set +e
+    timeout --signal=TERM --kill-after=10 "$t" "$@" 2>&1 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+    set -e
+    local msg=ok
+    if ((rc == 124 || rc == 137)); then msg="timeout after ${t}s"; elif ((rc != 0)); then msg="failed rc=$rc"; fi
+    log "=== $name: $msg ($((SECONDS - s)) s)"
+    printf '%s\t%s\t%s\n' "$name" "$msg" "$((SECONDS - s))" >>"$STATUS_FILE"
+    return 0
+}
+
+log "run_all.sh: build $BUILD, out $OUT, budget ${BUDGET}s, seqs $SEQS, block tokens $TOKENS"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv 2>&1 | tee -a "$LOG" || true
+
+# ---- wheels: cudnn frontend (main, and an older one in .whl/alt as a fallback for the FP8 peer)
+PIPQ="python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade"
+step wheels 60 bash -c "shopt -s nullglob; w=(.whl/*.whl); a=(.whl/alt/*.whl)
+    ((\${#w[@]})) || { echo 'no wheels in .whl/ (carry .whl): the cuDNN FP8 peer will be missing'; exit 1; }
+    $PIPQ --target /tmp/site \"\${w[@]}\" || exit 1
+    if ((\${#a[@]})); then $PIPQ --target /tmp/site_alt \"\${a[@]}\" || exit 1; fi
+    ls /tmp/site /tmp/site_alt 2>/dev/null | grep -i dist-info"
+if [[ -d /tmp/site ]]; then export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}; fi
+
+# ---- weights and inputs
+W=${H3_WEIGHTS:-$TMPD/block0.safetensors}
+[[ -z ${H3_WEIGHTS:-} && -f weights/block0.safetensors ]] && W=weights/block0.safetensors  # made by an earlier step
+IN=${H3_INPUTS:-$TMPD/inputs_$TOKENS.safetensors}
+[[ -f $W ]] || step gen_weights 90 "$BUILD/tools/gen_weights" --out "$W" --seed 1
+[[ -f $IN ]] || step gen_inputs 30 "$BUILD/tools/gen_inputs" --out "$IN" --tokens "$TOKENS" --seed 2
+
+# ---- attention: ours, then the peers
+step bench_attn 120 "$BUILD/tools/bench/bench_attn" --seqs "$SEQS" --reps "$REPS" --quant --accuracy \
+    --json "$OUT/bench_attn.json"
+step peers_attention 150 python3 "$HERE/peers_attention.py" --seqs "$SEQS" --reps "$REPS" --json "$OUT/peers_attention.json"
+# If the FP8 peer failed with the main frontend, try the older one (its rows get '@alt').
+if [[ -d /tmp/site_alt && -f $OUT/peers_attention.json ]] &&
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results']; sys.exit(0 if any(x['impl']=='cudnn_fp8' and x.get('status')!='ok' for x in r) else 1)" "$OUT/peers_attention.json"; then
+    step peers_fp8_alt 60 env PYTHONPATH=/tmp/site_alt python3 "$HERE/peers_attention.py" --seqs "$SEQS" --reps "$REPS" \
+        --impls cudnn_fp8 --tag @alt --merge-into "$OUT/peers_attention.json"
+fi
+
+# ---- the block: PyTorch eager + compile, ours, and their outputs compared
+step torch_block 200 python3 "$HERE/torch_block.py" --weights "$W" --input "$IN" --reps "$REPS" \
+    --output "$TMPD/torch_out.safetensors" --json "$OUT/torch_block.json"
+step dit_block 120 "$BUILD/dit_block" --weights "$W" --input "$IN" --json "$OUT/dit_block.json" \
+    --output "$TMPD/ours_out.safetensors"
+step compare_outputs 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out.safetensors" "$TMPD/torch_out.safetensors" \
+    --json "$OUT/compare.json"
+step plot_breakdown 30 python3 "$HERE/plot_breakdown.py" --ours "$OUT/dit_block.json" --torch "$OUT/torch_block.json" \
+    --out "$FINAL/breakdown.png"
+
+# ---- summary (never fails the script)
+set +e
+python3 "$HERE/summary.py" "$OUT" "$STATUS_FILE" "$FINAL/bench_summary.json" 2>&1 | tee -a "$LOG"
+log "run_all.sh: done in $((SECONDS - T0)) s; $FINAL: $(ls "$FINAL" | tr '\n' ' '); tool JSONs and log in $OUT"
+exit 0

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# deps.sh — installs what building and testing h3block needs, when missing:
+# Debian's cmake, pkg-config, gcc, libjson-c-dev and python3-venv (as root,
+# through apt-get), and a Python venv (.venv) with the interop-test packages.
+# The CUDA toolkit is not installed here: without nvcc the CPU parts build alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v gcc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+pkg-config --exists json-c 2>/dev/null || need+=(libjson-c-dev)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "deps: installing ${need[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: need root to install ${need[*]} (apt-get); install them and re-run" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [ "${H3_NO_VENV:-0}" != 1 ]; then
+  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import safetensors, numpy, ml_dtypes' 2>/dev/null; then
+    echo "deps: creating .venv with safetensors, numpy, ml_dtypes"
+    python3 -m venv .venv
+    .venv/bin/python -m pip install -q --disable-pip-version-check safetensors numpy ml_dtypes
+  fi
+fi
