@@ -25,6 +25,11 @@
  * per period: chunk ^ ((row / 4) % 2)), so each 8-row ldmatrix matrix hits 8
  * distinct 16-byte bank groups.
  *
+ * SASS (CUDA 13.0): sm_89 and sm_120 run QMMA.16832.F32.E4M3.E4M3 natively;
+ * sm_90a has no FP8 mma.sync: ptxas emulates it as F2FP.F16.E4M3.UNPACK +
+ * two HMMA.16816.F32 (exact: e4m3 -> f16 is lossless), so on Hopper this
+ * kernel runs at FP16 mma.sync speed; attn_fp8_sm90.cu (wgmma) is the fast one.
+ *
  * Numerics (cpu_ref.h `attention`, key_tile = 32, tiles never straddle a
  * scale group):
  *   c = (sq[gq] * sk[gk]) * (D^-0.5 log2 e); x = c * dot, dot the FP32 MMA sum;
@@ -52,15 +57,22 @@ constexpr int kBM = 128;      /* queries per CTA */
 constexpr int kKeyTile = 32;  /* keys per strip */
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
+#ifndef H3_MMA_KK_UNROLL
+#define H3_MMA_KK_UNROLL 1 /* a rolled k-step loop stops ptxas hoisting every Q/K fragment (and spilling) */
+#endif
+constexpr int kKkUnroll = H3_MMA_KK_UNROLL;
 #ifndef H3_MMA_STAGES
 #define H3_MMA_STAGES 3
+#endif
+#ifndef H3_MMA_KK_UNROLL
+#define H3_MMA_KK_UNROLL 1 /* a rolled k-step loop stops ptxas hoisting every Q/K fragment (and spilling) */
 #endif
 constexpr int kStages = H3_MMA_STAGES; /* K/V ring depth (>= 2) */
 constexpr int kQBytes = kBM * kD;              /* 16 KB */
 constexpr int kKBytes = kKeyTile * kD;         /* 4 KB per stage */
 constexpr int kVBytes = kD * kKeyTile;         /* 4 KB per stage */
 constexpr int kStageBytes = kKBytes + kVBytes;
-constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+constexpr int kSmemBytes = kQBytes + kStages * kStageBytes; /* + 8 G bytes of per-group scalars */
 
 static_assert(kStages >= 2, "the ring needs two stages");
 static_assert(H3_QGROUP % kKeyTile == 0 && kBM == H3_QGROUP, "a CTA is one query group; strips never straddle a key group");
@@ -79,11 +91,11 @@ __device__ __forceinline__ void load_strip(uint32_t sK, uint32_t sV, const uint8
         const int idx = tid + it * kThreads, r = idx >> 3, c = idx & 7;
         h3a_cp_async16(sK + swz128(r, c), kh + (size_t)(key0 + r) * kD + c * 16);
     }
+    /* V: thread d copies both 16-byte chunks of dim row d (one pointer). */
+    static_assert(kD == kThreads, "one V row per thread");
+    const uint8_t *vrow = vh + (size_t)tid * S_pad + key0;
 #pragma unroll
-    for (int it = 0; it < kVBytes / 16 / kThreads; it++) {
-        const int idx = tid + it * kThreads, d = idx >> 1, c = idx & 1;
-        h3a_cp_async16(sV + swz32(d, c), vh + (size_t)d * S_pad + key0 + c * 16);
-    }
+    for (int c = 0; c < 2; c++) h3a_cp_async16(sV + swz32(tid, c), vrow + c * 16);
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
@@ -97,8 +109,7 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
                     float *__restrict__ lse)                // [H][S] f32
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ float red[kWarps];
+    extern __shared__ __align__(1024) uint8_t smem[]; /* Q | stages | scal [G] | red [4] */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int qt = blockIdx.x, h = blockIdx.y;
@@ -123,7 +134,11 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
         h3a_cp_async_commit();
     }
 
-    /* svmax = max_g sv[h][g] (block reduction while the copies fly). */
+    /* svmax = max_g sv[h][g] (block reduction while the copies fly), then the
+     * per-key-group scalars c and mult into shared memory: the strip loop
+     * reads them with no global pointer or division of its own. */
+    float2 *scal = (float2 *)(smem + kSmemBytes); /* [G] (c, mult) */
+    float *red = (float *)(scal + G);             /* [kWarps] */
     float vmax = 0.0f;
     for (int i = tid; i < G; i += kThreads) vmax = fmaxf(vmax, svh[i]);
 #pragma unroll
@@ -131,14 +146,22 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
     if (lane == 0) red[warp] = vmax;
     __syncthreads();
     const float svmax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-    const float sqv = sqh[qt];
+    {
+        const float sqv = sqh[qt];
+        for (int i = tid; i < G; i += kThreads)
+            scal[i] = make_float2((sqv * skh[i]) * H3A_SCALE_LOG2E, 256.0f * svh[i] / svmax);
+    }
+    /* (the loop's first barrier publishes scal) */
 
     /* Per-lane ldmatrix offsets. Lane l addresses row (l % 8) of matrix l / 8. */
     const int li = lane & 7, mi = lane >> 3;
     /* Q (A operand): matrix mi = rows +8*(mi&1), k-chunk +(mi>>1) of a 32-byte k-step. */
-    const int qrow = warp * 32 + li + 8 * (mi & 1);
+    /* Chunk 2kk + h of a row r is (2kk + h) ^ (r % 8) = chunk(h) ^ 2kk (bit 0 of
+     * 2kk is clear), so the k-step moves an offset by XOR with kk << 5: one
+     * register per operand instead of one per k-step. */
+    const uint32_t qoff = swz128(warp * 32 + li + 8 * (mi & 1), mi >> 1);
     /* K (B operand, 2 n-tiles per x4): key +8*(mi>>1), k-chunk +(mi&1). */
-    const int krow = li + 8 * (mi >> 1);
+    const uint32_t koff = swz128(li + 8 * (mi >> 1), mi & 1);
     /* V (B operand, 2 dim-tiles per x4): dim +8*(mi>>1), slot chunk (mi&1). */
     const uint32_t voff = swz32(li + 8 * (mi >> 1), mi & 1);
 
@@ -179,13 +202,13 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
             for (int j = 0; j < 4; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) s[a][j][e] = 0.0f;
-#pragma unroll
+#pragma unroll kKkUnroll
         for (int kk = 0; kk < 4; kk++) {
             uint32_t qa[2][4], kb[2][4];
 #pragma unroll
-            for (int a = 0; a < 2; a++) h3a_ldsm_x4(sQ + swz128(qrow + 16 * a, 2 * kk + (mi >> 1)), qa[a]);
+            for (int a = 0; a < 2; a++) h3a_ldsm_x4(sQ + (qoff ^ (kk << 5)) + a * 16 * 128, qa[a]);
 #pragma unroll
-            for (int jp = 0; jp < 2; jp++) h3a_ldsm_x4(sK + swz128(krow + 16 * jp, 2 * kk + (mi & 1)), kb[jp]);
+            for (int jp = 0; jp < 2; jp++) h3a_ldsm_x4(sK + (koff ^ (kk << 5)) + jp * 16 * 128, kb[jp]);
 #pragma unroll
             for (int a = 0; a < 2; a++)
 #pragma unroll
@@ -206,9 +229,8 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
                 }
         }
 
-        const int gk = kt * kKeyTile / H3_QGROUP;
-        const float c = (sqv * skh[gk]) * H3A_SCALE_LOG2E;
-        const float mult = 256.0f * svh[gk] / svmax;
+        const float2 cm = scal[kt * kKeyTile / H3_QGROUP];
+        const float c = cm.x, mult = cm.y;
 
         /* ---- online softmax, rows r = 2*mt + half ---- */
         uint32_t pa[2][4]; /* P as the PV A operand */
@@ -299,11 +321,13 @@ extern "C" int h3k_attn_fp8_mma(const uint8_t *q8, const uint8_t *k8, const uint
                                 h3_stream stream)
 {
     if (S < 1 || H < 1 || H > 65535) return (int)cudaErrorInvalidValue;
-    if (kSmemBytes > 48 * 1024) { /* opt-in beyond 48 KB, only for deep rings */
-        cudaError_t e = cudaFuncSetAttribute(attn_fp8_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    const int G = h3_groups(S);
+    const size_t smem = (size_t)kSmemBytes + (size_t)G * sizeof(float2) + kWarps * sizeof(float);
+    if (smem > 48 * 1024) { /* opt-in beyond 48 KB: only for S > ~250k (G > 1024) */
+        cudaError_t e = cudaFuncSetAttribute(attn_fp8_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return (int)e;
     }
-    dim3 grid((unsigned)(h3_pad_tokens(S) / kBM), (unsigned)H);
-    attn_fp8_mma_kernel<<<grid, kThreads, kSmemBytes, (cudaStream_t)stream>>>(q8, k8, vt8, sq, sk, sv, S, H, O, lse);
+    dim3 grid((unsigned)G, (unsigned)H);
+    attn_fp8_mma_kernel<<<grid, kThreads, smem, (cudaStream_t)stream>>>(q8, k8, vt8, sq, sk, sv, S, H, O, lse);
     return (int)cudaGetLastError();
 }

@@ -44,6 +44,39 @@ static void print_summary(const h3_block *b, const h3_inputs *in, const char *pa
             in->count[H3_TAG_TEXT], in->count[H3_TAG_AUDIO]);
 }
 
+/* NaN or Inf anywhere in the weights or x would make every later check
+ * meaningless: refuse them up front, naming the tensor and element. */
+static int first_nonfinite_bf16(const uint16_t *v, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((v[i] & 0x7f80) == 0x7f80) { /* exponent all ones: Inf or NaN */
+            *at = i;
+            return 1;
+        }
+    return 0;
+}
+
+static void require_finite(const h3_block *b, const h3_inputs *in, const char *wpath, const char *ipath)
+{
+    h3_tensor_spec specs[H3_T_COUNT];
+    h3_tensor_specs(&b->cfg, specs);
+    char msg[512];
+    size_t at;
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        size_t n = (size_t)specs[i].shape[0] * (specs[i].rank == 2 ? (size_t)specs[i].shape[1] : 1);
+        if (first_nonfinite_bf16(b->w[i], n, &at)) {
+            snprintf(msg, sizeof msg, "%s: tensor '%s' has a non-finite value (NaN or Inf) at element %zu", wpath,
+                     specs[i].name, at);
+            die_user(msg);
+        }
+    }
+    if (first_nonfinite_bf16(in->x, (size_t)in->S * b->cfg.hidden, &at)) {
+        snprintf(msg, sizeof msg, "%s: tensor 'x' has a non-finite value (NaN or Inf) at token %zu, channel %zu", ipath,
+                 at / b->cfg.hidden, at % b->cfg.hidden);
+        die_user(msg);
+    }
+}
+
 static double now_ms(void)
 {
     struct timeval tv;
@@ -122,6 +155,7 @@ int main(int argc, char **argv)
         }
         if (h3_inputs_default(cfg, S, o.seed, &in, err, sizeof err)) die_user(err);
     }
+    require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");
     print_summary(&blk, &in, o.weights);
 
     uint16_t *out = NULL;

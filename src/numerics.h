@@ -123,4 +123,20 @@ static inline float h3_round_e4m3(float f) { return h3_e4m3_to_f32(h3_f32_to_e4m
 
 #define H3_E4M3_MAX 448.0f
 
+/* Whether two e4m3 codes of one quantised q/k group agree up to the rounding
+ * the quantisation stage cannot avoid. Two correct computations of the
+ * per-head RMSNorm may differ by one BF16 ulp (FP32 sums in another order);
+ * RoPE's difference of products y = t[d] cos f - t[d+48] sin f can cancel,
+ * so that ulp of a value as large as the group's amax (2^-8 .. 2^-7 of it,
+ * i.e. up to 3.5 in code units where amax maps to 448) lands on a small
+ * result and moves it more than one e4m3 step. Accept: equal, one step
+ * apart, or dequantised values within 448 * 2^-7. */
+static inline int h3_e4m3_codes_close(uint8_t a, uint8_t b)
+{
+    if (a == b) return 1;
+    int oa = (a & 0x80) ? -(int)(a & 0x7f) : (int)a, ob = (b & 0x80) ? -(int)(b & 0x7f) : (int)b;
+    if (oa - ob <= 1 && ob - oa <= 1) return 1;
+    return fabsf(h3_e4m3_to_f32(a) - h3_e4m3_to_f32(b)) <= H3_E4M3_MAX / 128.0f;
+}
+
 #endif

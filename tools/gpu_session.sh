@@ -35,13 +35,13 @@ for s in $steps; do
     fi ;;
   tests)
     log tests
-    ctest --test-dir "$BUILD" --output-on-failure -j4 >"$OUT/ctest.log" 2>&1
+    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 240 >"$OUT/ctest.log" 2>&1
     summary+=("tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
     grep -E "Failed|\*\*\*|Not Run" "$OUT/ctest.log" | head -20 ;;
   block)
     log "dit_block full size"
     [ -f weights/block0.safetensors ] || "$BUILD/tools/gen_weights" --seed 0 --out weights/block0.safetensors >"$OUT/gen.log" 2>&1
-    "$BUILD/dit_block" --weights weights/block0.safetensors --json "$OUT/block.json" --output /tmp/ours.safetensors >"$OUT/block.log" 2>&1
+    timeout 300 "$BUILD/dit_block" --weights weights/block0.safetensors --json "$OUT/block.json" --output /tmp/ours.safetensors >"$OUT/block.log" 2>&1
     rc=$?; summary+=("dit_block: rc=$rc"); tail -45 "$OUT/block.log" ;;
   bench)
     log bench

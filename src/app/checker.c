@@ -28,7 +28,7 @@ const h3_tolerance h3_tolerances[] = {
     {"out_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
     {"fc1_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
     {"fc2_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
-    {"qk_norm_rope_quant", 1e-3, 0, "codes: <= 0.1% may differ by one e4m3 step (BF16/RoPE rounding at a tie), none by more"},
+    {"qk_norm_rope_quant", 1e-3, 0, "codes: <= 0.1% may differ (a 1-ulp BF16 RMSNorm flip, amplified by RoPE cancellation, see h3_e4m3_codes_close), none beyond one step or 448*2^-7"},
     {"qk_scales", 1e-5, 1e-5, "amax/448 of identical BF16 values: equal up to FP32 division rounding"},
     {"attention", 5e-3, 5e-2, "same FP8 contract and key tile; exp2 approximations and FP32 sum order differ (issue 4: <= 5e-3)"},
     {"attention_lse", 1e-4, 1e-3, "LSE = m + log l from the same running max; FP32 sum order"},
@@ -96,7 +96,10 @@ static void compare_values(report_check *c, long n, long row_len, const int *row
     long nonfinite = 0;
     for (long i = 0; i < n; i++) {
         double g = get(got, i), r = get(ref, i);
-        if (!isfinite(r)) continue;
+        if (!isfinite(r)) { /* the reference itself broke: never a pass */
+            nonfinite++;
+            continue;
+        }
         if (!isfinite(g)) {
             nonfinite++;
             continue;
@@ -120,7 +123,7 @@ static void compare_values(report_check *c, long n, long row_len, const int *row
         double thr = c->tol_max * (rmax > 0 ? rmax : 1);
         for (long i = 0; i < n && shown < 4; i++) {
             double g = get(got, i), r = get(ref, i);
-            if (isfinite(r) && (!isfinite(g) || fabs(g - r) > thr || (thr == 0 && g != r))) {
+            if (!isfinite(r) || !isfinite(g) || fabs(g - r) > thr || (thr == 0 && g != r)) {
                 long row = i / row_len, col = i % row_len;
                 len += snprintf(c->detail + len, sizeof c->detail - len, "%s[token %ld, col %ld] gpu %.6g cpu %.6g",
                                 shown ? "; " : "first mismatches: ", rows ? (long)rows[row] : row, col, g, r);
@@ -155,11 +158,7 @@ void h3_compare_e4m3(report_check *c, const uint8_t *got, const uint8_t *ref, lo
     for (long i = 0; i < n; i++) {
         if (got[i] == ref[i]) continue;
         differ++;
-        /* e4m3 codes of one sign are ordered: adjacent values differ by one code */
-        int same_sign = (got[i] & 0x80) == (ref[i] & 0x80);
-        int step = abs((int)(got[i] & 0x7f) - (int)(ref[i] & 0x7f));
-        int zero_pair = (got[i] & 0x7f) + (ref[i] & 0x7f) == 1; /* -0/+tiny */
-        if (!(same_sign && step <= 1) && !zero_pair) {
+        if (!h3_e4m3_codes_close(got[i], ref[i])) {
             far++;
             if (first < 0) first = i;
         }
@@ -170,7 +169,7 @@ void h3_compare_e4m3(report_check *c, const uint8_t *got, const uint8_t *ref, lo
     c->asserted = 1;
     c->pass = far == 0 && c->rel_rms <= c->tol_rms;
     if (!c->pass)
-        snprintf(c->detail, sizeof c->detail, "%ld of %ld codes differ, %ld by more than one step (first at %ld: gpu 0x%02x cpu 0x%02x)",
+        snprintf(c->detail, sizeof c->detail, "%ld of %ld codes differ, %ld beyond one step and 448*2^-7 (first at %ld: gpu 0x%02x cpu 0x%02x)",
                  differ, n, far, first, first >= 0 ? got[first] : 0, first >= 0 ? ref[first] : 0);
 }
 

@@ -80,7 +80,7 @@ void report_print(const report *r, FILE *f)
             const char *res = !c->asserted ? "reported" : c->pass ? "pass" : "FAIL";
             fprintf(f, "%-20s %-24s %10.3g %10.3g %10.3g  %s\n", c->stage, c->what, c->rel_rms, c->max_abs,
                     c->asserted ? c->tol_rms : 0.0, res);
-            if (c->nonfinite) fprintf(f, "    %ld non-finite values where the reference is finite\n", c->nonfinite);
+            if (c->nonfinite) fprintf(f, "    %ld non-finite values (in the output or the reference)\n", c->nonfinite);
             if (c->asserted && !c->pass && c->detail[0]) fprintf(f, "    %s\n", c->detail);
         }
     }

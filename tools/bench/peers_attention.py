@@ -59,15 +59,15 @@ class CudnnFp8:
         self.handle = cudnn.create_handle()
         cudnn.set_stream(handle=self.handle, stream=torch.cuda.current_stream().cuda_stream)
         e4m3, f32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
-        shape = (1, H, S, D)
-        stride = (S * H * D, D, H * D, 1)  # [B][S][H][D] memory viewed as [B][H][S][D]
+        shape = [1, H, S, D]
+        stride = [S * H * D, D, H * D, 1]  # [B][S][H][D] memory viewed as [B][H][S][D]
         last_err = None
         for o_type in (cudnn.data_type.BFLOAT16, e4m3):
             try:
                 g = cudnn.pygraph(io_data_type=e4m3, intermediate_data_type=f32, compute_data_type=f32,
                                   handle=self.handle)
                 tq, tk, tv = [g.tensor(name=n, dim=shape, stride=stride, data_type=e4m3) for n in ("q", "k", "v")]
-                sc = [g.tensor(name=n, dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=f32)
+                sc = [g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=f32)
                       for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")]
                 o, _, amax_s, amax_o = g.sdpa_fp8(q=tq, k=tk, v=tv, descale_q=sc[0], descale_k=sc[1],
                                                   descale_v=sc[2], descale_s=sc[3], scale_s=sc[4], scale_o=sc[5],
@@ -75,7 +75,7 @@ class CudnnFp8:
                                                   generate_stats=False, name="sdpa_fp8")
                 o.set_output(True).set_dim(shape).set_stride(stride).set_data_type(o_type)
                 for a in (amax_s, amax_o):
-                    a.set_output(True).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1)).set_data_type(f32)
+                    a.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(f32)
                 g.validate()
                 g.build_operation_graph()
                 g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])

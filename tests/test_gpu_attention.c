@@ -1,0 +1,304 @@
+/* test_gpu_attention.c — every FP8 attention kernel of the build against its
+ * CPU twin (cpu_attention_fp8 with the kernel's key tile) and against exact
+ * FP32 attention (the FP8 error, reported), on tile-edge shapes, random
+ * per-group scales, one-dominant-key rows and FA3's stress distribution.
+ * Also: poisoned outputs are all overwritten, rows >= S are never written,
+ * and two runs give identical bytes. Exits 77 without a usable GPU.
+ *
+ * Run alone:   ctest --test-dir build -R test_gpu_attention --output-on-failure
+ *   or         build/tests/test_gpu_attention        (H3_TEST_SEED=n fixes the inputs)
+ *
+ * Tolerances:
+ *   vs emulated FP8: relative RMS <= 5e-3 over O (issue 4's contract); the
+ *     GPU differs from the CPU only in FP32 summation order, ex2.approx, and
+ *     the P8 roundings those flip. LSE: abs error <= 1e-3 (natural log; LSE
+ *     is built from FP32 sums, so only summation order differs).
+ *   vs exact: relative RMS reported; asserted only as a sanity bound (8%, 15%
+ *     on the stress mix, whose outliers FP8 per-group scales flatten), well
+ *     above the ~5% FP8 error of FlashAttention-3 and far below a wrong kernel. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "cpu_ref.h"
+#include "kernels.h"
+#include "numerics.h"
+#include "rng.h"
+
+/* Until the Hopper kernel links into every build: weak stand-ins saying "not
+ * available". A strong definition in h3kernels replaces them (the test links
+ * h3kernels whole-archive so the linker sees it). */
+__attribute__((weak)) int h3k_attn_fp8_sm90_available(void) { return 0; }
+__attribute__((weak)) int h3k_attn_fp8_sm90_key_tile(void) { return 128; }
+__attribute__((weak)) int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                                            const float *sk, const float *sv, int S, int H, uint16_t *O, float *lse,
+                                            h3_stream stream)
+{
+    (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)S; (void)H; (void)O; (void)lse; (void)stream;
+    return (int)cudaErrorNoKernelImageForDevice;
+}
+
+#define D 128
+#define GUARD_ROWS 3 /* extra O rows / LSE entries past the end that must stay poisoned */
+
+typedef int (*attn_fn)(const uint8_t *, const uint8_t *, const uint8_t *, const float *, const float *, const float *,
+                       int, int, uint16_t *, float *, h3_stream);
+typedef struct {
+    const char *name;
+    attn_fn run;
+    int key_tile;
+} kernel_desc;
+
+static int g_pass = 0, g_fail = 0;
+static h3_rng g_rng;
+
+enum { DIST_NORMAL = 0, DIST_DOMINANT, DIST_STRESS };
+static const char *dist_name[] = {"normal+group scales", "dominant key", "FA3 stress"};
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* Inputs: q, k, v [S][H*D] bf16. Every (head, 128-token group) of q, k and v
+ * gets its own magnitude, so the per-group scales differ: 2^U(-1, 1) for q
+ * and k (scores of std up to 4: peaky but not argmax-only, where FP8's exact
+ * error would be near-tie noise), 2^U(-3, 3) for v. */
+static void make_inputs(int S, int H, int dist, uint16_t *q, uint16_t *k, uint16_t *v)
+{
+    const int G = h3_groups(S), I = H * D;
+    float *mag = malloc(sizeof(float) * 3 * H * G); /* [3][H][G] */
+    for (int i = 0; i < 3 * H * G; i++) {
+        const double w = i < 2 * H * G ? 1.0 : 3.0; /* q, k: +-1 octave; v: +-3 */
+        mag[i] = exp2f((float)(w * (2.0 * h3_rng_uniform(&g_rng) - 1.0)));
+    }
+    uint16_t *arr[3] = {q, k, v};
+    for (int a = 0; a < 3; a++)
+        for (int s = 0; s < S; s++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < D; d++) {
+                    double x = h3_rng_normal(&g_rng);
+                    if (dist == DIST_STRESS) {
+                        /* N(0,1) + N(0,100) * Bernoulli(0.001) */
+                        if (h3_rng_uniform(&g_rng) < 0.001) x += 10.0 * h3_rng_normal(&g_rng);
+                    } else {
+                        x *= mag[(a * H + h) * G + s / H3_QGROUP];
+                    }
+                    arr[a][(size_t)s * I + h * D + d] = h3_f32_to_bf16((float)x);
+                }
+    if (dist == DIST_DOMINANT) {
+        /* Every 5th query row: q_i = 3 k_j for a random key j, so x_ij is
+         * ~3x the typical |k|^2 / sqrt(D) and p_ij ~ 1 for that one key. */
+        for (int s = 0; s < S; s += 5)
+            for (int h = 0; h < H; h++) {
+                int j = (int)(h3_rng_uniform(&g_rng) * S);
+                for (int d = 0; d < D; d++)
+                    q[(size_t)s * I + h * D + d] = h3_f32_to_bf16(3.0f * h3_bf16_to_f32(k[(size_t)j * I + h * D + d]));
+            }
+    }
+    free(mag);
+}
+
+/* Rows to check: all when the CPU cost is small, else the first 64, the last
+ * 64 (the ragged tail) and 64 random rows between. */
+static int pick_rows(int S, int H, int *rows)
+{
+    if ((double)S * S * H <= 4.0e6 * 3) {
+        for (int i = 0; i < S; i++) rows[i] = i;
+        return S;
+    }
+    int n = 0;
+    for (int i = 0; i < 64 && i < S; i++) rows[n++] = i;
+    for (int i = 0; i < 64; i++) rows[n++] = 64 + (int)(h3_rng_uniform(&g_rng) * (S - 128));
+    for (int i = S - 64; i < S; i++) rows[n++] = i;
+    return n;
+}
+
+typedef struct {
+    double se, sref, max_abs;
+    int nonfinite;
+} errst;
+
+static void err_add(errst *e, double got, double ref)
+{
+    if (!isfinite(got)) {
+        e->nonfinite++;
+        return;
+    }
+    double d = fabs(got - ref);
+    e->se += d * d;
+    e->sref += ref * ref;
+    if (d > e->max_abs) e->max_abs = d;
+}
+static double rel_rms(const errst *e) { return e->sref > 0 ? sqrt(e->se / e->sref) : sqrt(e->se); }
+
+static void run_case(const kernel_desc *kd, int S, int H, int dist)
+{
+    const int S_pad = h3_pad_tokens(S), G = h3_groups(S), I = H * D;
+    const size_t nqkv = (size_t)S * I, plane = (size_t)H * S_pad * D;
+    uint16_t *q = malloc(nqkv * 2), *k = malloc(nqkv * 2), *v = malloc(nqkv * 2);
+    uint8_t *q8 = calloc(plane, 1), *k8 = calloc(plane, 1), *vt8 = calloc(plane, 1);
+    float *sq = malloc(sizeof(float) * H * G), *sk = malloc(sizeof(float) * H * G), *sv = malloc(sizeof(float) * H * G);
+    make_inputs(S, H, dist, q, k, v);
+    cpu_quant_fp8(S, H, q, k, v, NULL, 0, q8, k8, vt8, sq, sk, sv);
+
+    /* device buffers; O and LSE carry GUARD_ROWS of poison past the end */
+    const size_t on = (size_t)(S + GUARD_ROWS) * I, ln = (size_t)H * S + GUARD_ROWS;
+    uint8_t *dq8, *dk8, *dvt8;
+    float *dsq, *dsk, *dsv, *dlse;
+    uint16_t *dO;
+    CK(cudaMalloc((void **)&dq8, plane));
+    CK(cudaMalloc((void **)&dk8, plane));
+    CK(cudaMalloc((void **)&dvt8, plane));
+    CK(cudaMalloc((void **)&dsq, sizeof(float) * H * G));
+    CK(cudaMalloc((void **)&dsk, sizeof(float) * H * G));
+    CK(cudaMalloc((void **)&dsv, sizeof(float) * H * G));
+    CK(cudaMalloc((void **)&dO, on * 2));
+    CK(cudaMalloc((void **)&dlse, ln * 4));
+    CK(cudaMemcpy(dq8, q8, plane, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dk8, k8, plane, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dvt8, vt8, plane, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dsq, sq, sizeof(float) * H * G, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dsk, sk, sizeof(float) * H * G, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dsv, sv, sizeof(float) * H * G, cudaMemcpyHostToDevice));
+
+    uint16_t *O[2];
+    float *L[2];
+    int ok = 1;
+    char why[256] = "";
+    for (int run = 0; run < 2; run++) {
+        O[run] = malloc(on * 2);
+        L[run] = malloc(ln * 4);
+        CK(cudaMemset(dO, 0xff, on * 2));   /* 0xffff: a BF16 NaN */
+        CK(cudaMemset(dlse, 0xff, ln * 4)); /* 0xffffffff: an FP32 NaN */
+        int rc = kd->run(dq8, dk8, dvt8, dsq, dsk, dsv, S, H, dO, dlse, NULL);
+        if (rc == 0) rc = (int)cudaDeviceSynchronize();
+        if (rc != 0) {
+            printf("FAIL %-14s S=%5d H=%2d %-20s launch: %s\n", kd->name, S, H, dist_name[dist],
+                   cudaGetErrorString((cudaError_t)rc));
+            g_fail++;
+            exit(1); /* a failed launch leaves the context unusable */
+        }
+        CK(cudaMemcpy(O[run], dO, on * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(L[run], dlse, ln * 4, cudaMemcpyDeviceToHost));
+    }
+    /* NaN/Inf first: every real output written and finite, guards untouched. */
+    size_t bad = 0, guard_bad = 0;
+    for (size_t i = 0; i < (size_t)S * I; i++) bad += !isfinite(h3_bf16_to_f32(O[0][i]));
+    for (size_t i = 0; i < (size_t)H * S; i++) bad += !isfinite(L[0][i]);
+    for (size_t i = (size_t)S * I; i < on; i++) guard_bad += O[0][i] != 0xffff;
+    for (size_t i = (size_t)H * S; i < ln; i++) {
+        uint32_t u;
+        memcpy(&u, &L[0][i], 4);
+        guard_bad += u != 0xffffffffu;
+    }
+    if (bad) {
+        ok = 0;
+        snprintf(why, sizeof why, "%zu outputs non-finite or never written", bad);
+    } else if (guard_bad) {
+        ok = 0;
+        snprintf(why, sizeof why, "%zu values written past row S", guard_bad);
+    } else if (memcmp(O[0], O[1], on * 2) || memcmp(L[0], L[1], ln * 4)) {
+        ok = 0;
+        snprintf(why, sizeof why, "two runs differ (race?)");
+    }
+
+    /* References on sampled rows. */
+    int *rows = malloc(sizeof(int) * (S > 192 ? S : 192));
+    const int nr = pick_rows(S, H, rows);
+    uint16_t *Oe = malloc((size_t)nr * I * 2), *Ox = malloc((size_t)nr * I * 2);
+    float *Le = malloc(sizeof(float) * H * nr), *Lx = malloc(sizeof(float) * H * nr);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, S, H, kd->key_tile, 1, rows, nr, Oe, Le);
+    cpu_attention_exact(q, k, v, S, H, rows, nr, Ox, Lx);
+    errst ee = {0}, ex = {0};
+    double lse_err = 0.0;
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < I; c++) {
+            double got = h3_bf16_to_f32(O[0][(size_t)rows[r] * I + c]);
+            err_add(&ee, got, h3_bf16_to_f32(Oe[(size_t)r * I + c]));
+            err_add(&ex, got, h3_bf16_to_f32(Ox[(size_t)r * I + c]));
+        }
+    for (int h = 0; h < H; h++)
+        for (int r = 0; r < nr; r++) {
+            double d = fabs((double)L[0][(size_t)h * S + rows[r]] - Le[(size_t)h * nr + r]);
+            if (!(d <= lse_err)) lse_err = d; /* NaN propagates as a failure below */
+        }
+    const double exact_bound = dist == DIST_STRESS ? 0.15 : 0.08;
+    if (ok && (ee.nonfinite || !(rel_rms(&ee) <= 5e-3))) {
+        ok = 0;
+        snprintf(why, sizeof why, "vs emulated rel RMS %.3e > 5e-3", rel_rms(&ee));
+    }
+    if (ok && !(lse_err <= 1e-3)) {
+        ok = 0;
+        snprintf(why, sizeof why, "LSE abs error %.3e > 1e-3", lse_err);
+    }
+    if (ok && !(rel_rms(&ex) <= exact_bound)) {
+        ok = 0;
+        snprintf(why, sizeof why, "vs exact rel RMS %.3e > sanity bound %.2f", rel_rms(&ex), exact_bound);
+    }
+    printf("%s %-14s S=%5d H=%2d %-20s rows %5d  emu: relRMS %.2e maxabs %.2e lse %.1e  exact: relRMS %.2e maxabs %.2e%s%s\n",
+           ok ? "ok  " : "FAIL", kd->name, S, H, dist_name[dist], nr, rel_rms(&ee), ee.max_abs, lse_err, rel_rms(&ex),
+           ex.max_abs, ok ? "" : "  <- ", why);
+    fflush(stdout);
+    if (ok)
+        g_pass++;
+    else
+        g_fail++;
+
+    free(rows); free(Oe); free(Ox); free(Le); free(Lx);
+    for (int run = 0; run < 2; run++) {
+        free(O[run]);
+        free(L[run]);
+    }
+    cudaFree(dq8); cudaFree(dk8); cudaFree(dvt8); cudaFree(dsq); cudaFree(dsk); cudaFree(dsv); cudaFree(dO);
+    cudaFree(dlse);
+    free(q); free(k); free(v); free(q8); free(k8); free(vt8); free(sq); free(sk); free(sv);
+}
+
+int main(void)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0 || !h3k_device_supported()) {
+        printf("test_gpu_attention: no usable GPU (or this build has no code for it), skipped\n");
+        return 77;
+    }
+    uint64_t seed = (uint64_t)time(NULL);
+    const char *se = getenv("H3_TEST_SEED");
+    if (se) seed = strtoull(se, NULL, 10);
+    g_rng.s = seed;
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("test_gpu_attention: seed %llu (H3_TEST_SEED to repeat), device %s (sm_%d%d)\n", (unsigned long long)seed,
+           prop.name, prop.major, prop.minor);
+
+    kernel_desc kernels[2];
+    int nk = 0;
+    kernels[nk++] = (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile()};
+    if (h3k_attn_fp8_sm90_available() == 1)
+        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile()};
+    else
+        printf("attn_fp8_sm90: not available on this build/device, not tested\n");
+
+    static const int Ss[] = {1, 2, 63, 65, 127, 129, 1000, 4097};
+    static const int Hs[] = {1, 3};
+    for (int kx = 0; kx < nk; kx++) {
+        for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++)
+            for (size_t hi = 0; hi < sizeof Hs / sizeof Hs[0]; hi++) run_case(&kernels[kx], Ss[si], Hs[hi], DIST_NORMAL);
+        run_case(&kernels[kx], 1000, 56, DIST_NORMAL);
+        run_case(&kernels[kx], 129, 3, DIST_DOMINANT);
+        run_case(&kernels[kx], 4097, 2, DIST_DOMINANT);
+        run_case(&kernels[kx], 1000, 3, DIST_STRESS);
+        run_case(&kernels[kx], 4097, 2, DIST_STRESS);
+    }
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
