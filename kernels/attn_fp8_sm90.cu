@@ -9,8 +9,8 @@
  * CTA = 128 queries of one head, 384 threads = 3 warpgroups:
  *   WG0      producer: setmaxnreg 24; one thread issues TMA loads of Q (once)
  *            and of the K and V tiles (128 keys x 128 dims = 16 KB) into two
- *            2-stage rings, each stage with a full (TMA tx bytes) and an empty
- *            (8 consumer warps arrive) mbarrier.
+ *            rings of 2 or 3 stages, each stage with a full (TMA tx bytes)
+ *            and an empty (8 consumer warps arrive) mbarrier.
  *   WG1, WG2 consumers: setmaxnreg 240; each owns 64 query rows.
  *            S = Q K^T: 4 x wgmma m64n128k32 e4m3, A = Q and B = K from
  *            shared memory (K-major, 128-byte swizzle as TMA wrote them).
@@ -20,9 +20,22 @@
  *            wants k-slots 4t..4t+3 and 16+4t..16+4t+3 (same rows); n-chunks
  *            (4kk, 4kk+1) fill the first, (4kk+2, 4kk+3) the second, which is
  *            exactly V's stored key order, so P needs no shuffle.
- *   With H3_SM90_OVERLAP (default 1) a consumer issues QK^T of tile n and
- *   P V of tile n-1 together, and does softmax(n) while PV(n-1) runs on the
- *   tensor cores (FA3's intra-warpgroup overlap); 0 = plain in-order loop.
+ *   Variants (template parameters, picked at run time by the environment
+ *   variable H3_SM90_VARIANT, read once; unset = H3_SM90_DEFAULT_VARIANT):
+ *     0  in-order loop: QK^T(n), softmax(n), PV(n), each waited for; 2 stages.
+ *     1  intra-warpgroup overlap: QK^T(n) and PV(n-1) issued together,
+ *        softmax(n) while PV(n-1) runs on the tensor cores (FA3); 2 stages.
+ *     2  1 + ping-pong: the two consumer warpgroups take turns issuing their
+ *        GEMMs (named barriers 1 and 2, 256 threads), so one warpgroup's
+ *        softmax runs while the other's GEMMs occupy the tensor cores; 2 stages.
+ *     3  2 with 3 K/V stages (112 KB of tiles).
+ *   Every variant does the same arithmetic in the same order per thread
+ *   (same wgmma sums, same softmax code, O rescaled between the same two PV
+ *   accumulations), so the outputs are expected to be bit-identical.
+ *
+ * Extra export (the lead adds it to kernels.h):
+ *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(void);
+ *   -- the variant h3k_attn_fp8_sm90 runs, e.g. "v2 overlap+pingpong, 2 stages".
  *
  * Numerics (cpu_ref.h `attention`, key tile 128 = one scale group per tile):
  *   c = (sq[gq] * sk[gk]) * (D^-0.5 log2 e); x = c * dot (FP32 wgmma sum);
@@ -39,18 +52,25 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "kernels.h"
 
+/* build_info.cu: cuTensorMapEncodeTiled fetched through the runtime, so no
+ * binary links libcuda (it must start on machines without the driver). */
+extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "sm90_utils.cuh"
+
 #endif
 
-#ifndef H3_SM90_OVERLAP
-#define H3_SM90_OVERLAP 1
-#endif
-#ifndef H3_SM90_STAGES
-#define H3_SM90_STAGES 2 /* K and V ring depth; 3 fits too (112 KB) */
+#ifndef H3_SM90_DEFAULT_VARIANT
+#define H3_SM90_DEFAULT_VARIANT 1
 #endif
 
 namespace {
@@ -58,13 +78,18 @@ namespace {
 constexpr int kD = 128;          /* head dim = bytes per row of Q/K tiles */
 constexpr int kBM = 128;         /* queries per CTA (2 consumer warpgroups x 64) */
 constexpr int kBN = 128;         /* keys per tile = online-softmax step = scale group */
-constexpr int kStages = H3_SM90_STAGES;
 constexpr int kThreads = 384;    /* producer WG + 2 consumer WGs */
 constexpr uint32_t kTile = 16384; /* 128 x 128 e4m3 */
-/* Shared memory: Q | K[kStages] | V[kStages] | mbarriers, 1024-aligned tiles
- * (the 128-byte swizzle pattern repeats every 8 rows x 128 B). */
-constexpr uint32_t kOffBar = kTile * (1 + 2 * kStages);
-constexpr int kSmemBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
+
+/* Shared memory for a ring of St stages: Q | K[St] | V[St] | mbarriers,
+ * 1024-aligned tiles (the 128-byte swizzle pattern repeats every 8 rows x
+ * 128 B). */
+template <int St> struct SmemLayout { /* K at kTile, V at kTile * (1 + St) */
+    static constexpr uint32_t kOffBar = kTile * (1 + 2 * St);
+    static constexpr int kBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
+    static_assert(8 * (1 + 4 * St) <= 128, "mbarriers overflow their 128 bytes");
+    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+};
 
 static_assert(kD == 128 && kBN == 128 && kBM == 128, "tile shapes are baked into the fragment code");
 
@@ -75,8 +100,22 @@ namespace {
 
 constexpr float kScaleLog2 = 0.12751743082459868f; /* 128^-0.5 * log2(e) */
 constexpr int kConsumerWarps = 8;                  /* arrivals on an empty barrier */
-constexpr uint32_t kOffK = kTile;
-constexpr uint32_t kOffV = kTile * (1 + kStages);
+/* Ping-pong turn barriers: consumer warpgroup i waits on barrier 1 + i; its
+ * 128 threads sync, the other warpgroup's 128 arrive (count 256). */
+static __device__ __forceinline__ void turn_wait(int wgi)
+{
+    if (wgi == 0)
+        sm90::named_bar_sync<1, 256>();
+    else
+        sm90::named_bar_sync<2, 256>();
+}
+static __device__ __forceinline__ void turn_give(int to_wgi)
+{
+    if (to_wgi == 0)
+        sm90::named_bar_arrive<1, 256>();
+    else
+        sm90::named_bar_arrive<2, 256>();
+}
 
 static __device__ __forceinline__ float ex2(float x)
 {
@@ -101,19 +140,20 @@ static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
-struct Bars {
+template <int St> struct Bars {
     uint32_t base;
     __device__ uint32_t qfull() const { return base; }
     __device__ uint32_t kfull(int s) const { return base + 8 * (1 + s); }
-    __device__ uint32_t kempty(int s) const { return base + 8 * (1 + kStages + s); }
-    __device__ uint32_t vfull(int s) const { return base + 8 * (1 + 2 * kStages + s); }
-    __device__ uint32_t vempty(int s) const { return base + 8 * (1 + 3 * kStages + s); }
+    __device__ uint32_t kempty(int s) const { return base + 8 * (1 + St + s); }
+    __device__ uint32_t vfull(int s) const { return base + 8 * (1 + 2 * St + s); }
+    __device__ uint32_t vempty(int s) const { return base + 8 * (1 + 3 * St + s); }
 };
 
 /* Per consumer thread: the online-softmax state of its two rows. */
 struct Consumer {
     float s[64];        /* S accumulator (raw dots), then p */
-    float o[64];        /* O accumulator */
+    float o[64];        /* O accumulator, FP32 in registers */
+    float pv[64];       /* P V of one key tile, from the tensor cores */
     uint32_t p[4][4];   /* P8 as wgmma A fragments, one [4] per 32-key k-step */
     float m0, m1, l0, l1;
 };
@@ -139,22 +179,36 @@ static __device__ __forceinline__ void issue_qk(Consumer &c, uint64_t dq, uint32
     for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
 }
 
-/* O += P V for the V^T tile at sv_addr (async; commit group). */
+/* pv = P V for the V^T tile at sv_addr (async; commit group). Each tile
+ * starts from a zeroed accumulator and add_pv() folds it into O in FP32:
+ * Hopper's FP8 wgmma keeps only ~13 mantissa bits of its accumulator input
+ * (truncating), so accumulating O over hundreds of tiles inside the tensor
+ * cores loses a steady fraction of every addition -- 27% of O at S = 30272
+ * when V has a mean, as a GEMM output does (SageAttention2 saw the same and
+ * promotes the same way). Within one tile (4 k-steps of 32 keys) the loss is
+ * ~2^-13 relative. */
 static __device__ __forceinline__ void issue_pv(Consumer &c, uint32_t sv_addr)
 {
     const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(c.o, c.p[kk], dv + 2 * kk, 1);
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(c.pv, c.p[kk], dv + 2 * kk, kk > 0);
     sm90::wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+}
+
+/* O += pv, in FP32 (after the PV group has completed). */
+static __device__ __forceinline__ void add_pv(Consumer &c)
+{
+#pragma unroll
+    for (int i = 0; i < 64; ++i) c.o[i] += c.pv[i];
 }
 
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
@@ -233,6 +287,9 @@ static __device__ __forceinline__ void convert_p(Consumer &c, float mult)
 } // namespace
 #endif
 
+/* kStages: K/V ring depth; kOverlap: intra-warpgroup overlap; kPingPong:
+ * turn-taking between the consumer warpgroups (needs kOverlap). */
+template <int kStages, bool kOverlap, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     h3k_attn_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128] */
                              const __grid_constant__ CUtensorMap tmK, /* k8 as [H*S_pad][128] */
@@ -245,10 +302,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                              float *__restrict__ lse)  /* [H][S] */
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(!kPingPong || kOverlap, "ping-pong is built on the overlapped loop");
+    using L = SmemLayout<kStages>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sQ = base, sK = base + kOffK, sV = base + kOffV;
-    const Bars bars{base + kOffBar};
+    const uint32_t sQ = base, sK = base + kTile, sV = base + kTile * (1 + kStages);
+    const Bars<kStages> bars{base + L::kOffBar};
 
     /* q tiles inner: the CTAs resident at once share one head's K/V in L2 */
     const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
@@ -313,69 +372,91 @@ __global__ void __launch_bounds__(kThreads, 1)
         float alpha0, alpha1;
 
         sm90::mbar_wait(bars.qfull(), 0);
-#if H3_SM90_OVERLAP
-        {
-            const float cs = (sqq * sk_h[0]) * kScaleLog2;
-            const float mult = (256.f * sv_h[0]) / svmax;
-            sm90::mbar_wait(bars.kfull(0), 0);
-            issue_qk(c, dq, sK);
-            sm90::wgmma_wait<0>();
+        if constexpr (kOverlap) {
+            {
+                const float cs = (sqq * sk_h[0]) * kScaleLog2;
+                const float mult = (256.f * sv_h[0]) / svmax;
+                sm90::mbar_wait(bars.kfull(0), 0);
+                issue_qk(c, dq, sK);
+                sm90::wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
-            release(bars.kempty(0), lane);
-            softmax(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1); /* O = 0: no rescale */
-            convert_p(c, mult);
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+                release(bars.kempty(0), lane);
+                softmax(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1); /* O = 0: no rescale */
+                convert_p(c, mult);
+            }
+            /* Ping-pong (FA3's warp-scheduler barriers): in step n warpgroup i
+             * waits for its turn on barrier 1 + i, issues QK^T(n) and
+             * PV(n-1), then hands the turn to the other warpgroup, so the
+             * tensor cores get the GEMMs of the two warpgroups alternately and
+             * each one's softmax runs under the other's GEMMs. Warpgroup 0
+             * gives itself the first turn (its arrive plus its own sync make
+             * the 256). Warpgroup 1 skips the hand-over of the last step (no
+             * one waits for it), so no barrier is left part-arrived at exit.
+             * The prologue QK^T(0) and the final PV are not turn-ordered. */
+            if constexpr (kPingPong)
+                if (wgi == 0 && nkt > 1) turn_give(0);
+            for (int n = 1; n < nkt; ++n) {
+                const int st = n % kStages, sp = (n - 1) % kStages;
+                const float skn = sk_h[n], svn = sv_h[n];
+                sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
+                if constexpr (kPingPong) {
+                    /* both tiles present before taking the turn: a turn is
+                     * never held while waiting for a load */
+                    sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
+                    turn_wait(wgi);
+                }
+                issue_qk(c, dq, sK + st * kTile);
+                if constexpr (!kPingPong) sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
+                issue_pv(c, sV + sp * kTile);
+                if constexpr (kPingPong)
+                    if (wgi == 0 || n < nkt - 1) turn_give(1 - wgi);
+                sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+                release(bars.kempty(st), lane);
+                softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+                release(bars.vempty(sp), lane);
+                add_pv(c); /* PV(n-1) was computed with m(n-1), like O */
+                rescale_o(c, alpha0, alpha1);
+                convert_p(c, (256.f * svn) / svmax);
+            }
+            {
+                const int sp = (nkt - 1) % kStages;
+                sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
+                issue_pv(c, sV + sp * kTile);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+                release(bars.vempty(sp), lane);
+                add_pv(c);
+            }
+        } else {
+            for (int n = 0; n < nkt; ++n) {
+                const int st = n % kStages;
+                const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+                const float skn = sk_h[n], svn = sv_h[n];
+                sm90::mbar_wait(bars.kfull(st), ph);
+                issue_qk(c, dq, sK + st * kTile);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+                release(bars.kempty(st), lane);
+                softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
+                rescale_o(c, alpha0, alpha1);
+                convert_p(c, (256.f * svn) / svmax);
+                sm90::mbar_wait(bars.vfull(st), ph);
+                issue_pv(c, sV + st * kTile);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+                release(bars.vempty(st), lane);
+                add_pv(c);
+            }
         }
-        for (int n = 1; n < nkt; ++n) {
-            const int st = n % kStages, sp = (n - 1) % kStages;
-            const float skn = sk_h[n], svn = sv_h[n];
-            sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
-            issue_qk(c, dq, sK + st * kTile);
-            sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
-            issue_pv(c, sV + sp * kTile);
-            sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
-            release(bars.kempty(st), lane);
-            softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-            release(bars.vempty(sp), lane);
-            rescale_o(c, alpha0, alpha1);
-            convert_p(c, (256.f * svn) / svmax);
-        }
-        {
-            const int sp = (nkt - 1) % kStages;
-            sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
-            issue_pv(c, sV + sp * kTile);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-            release(bars.vempty(sp), lane);
-        }
-#else
-        for (int n = 0; n < nkt; ++n) {
-            const int st = n % kStages;
-            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
-            const float skn = sk_h[n], svn = sv_h[n];
-            sm90::mbar_wait(bars.kfull(st), ph);
-            issue_qk(c, dq, sK + st * kTile);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
-            release(bars.kempty(st), lane);
-            softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
-            rescale_o(c, alpha0, alpha1);
-            convert_p(c, (256.f * svn) / svmax);
-            sm90::mbar_wait(bars.vfull(st), ph);
-            issue_pv(c, sV + st * kTile);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-            release(bars.vempty(st), lane);
-        }
-#endif
         /* ---------------- epilogue ---------------- */
         c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 1);
         c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 1);
@@ -414,13 +495,70 @@ static int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t r
     const cuuint64_t strides[1] = {inner}; /* bytes, dims 1.. */
     const cuuint32_t box[2] = {128, 128};
     const cuuint32_t estr[2] = {1, 1};
-    CUresult r = cuTensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims, strides,
+    CUresult r = h3k_tensor_map_encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims, strides,
                                         box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? 0 : (int)cudaErrorInvalidValue;
 }
 
 extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
+
+/* ---- variants: one entry per template instance, indexed by H3_SM90_VARIANT */
+
+typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
+                         const float *, int, int, int, int, uint16_t *, float *);
+
+struct Variant {
+    KernelFn fn;
+    int smem; /* dynamic shared memory bytes */
+    const char *name;
+};
+
+template <int St, bool Ov, bool PP> static Variant make_variant(const char *name)
+{
+    return Variant{h3k_attn_fp8_sm90_kernel<St, Ov, PP>, SmemLayout<St>::kBytes, name};
+}
+
+static const Variant *variants(int *count)
+{
+    static const Variant v[] = {
+        make_variant<2, false, false>("v0 in-order, 2 stages"),
+        make_variant<2, true, false>("v1 overlap, 2 stages"),
+        make_variant<2, true, true>("v2 overlap+pingpong, 2 stages"),
+        make_variant<3, true, true>("v3 overlap+pingpong, 3 stages"),
+    };
+    *count = (int)(sizeof v / sizeof v[0]);
+    return v;
+}
+
+/* H3_SM90_VARIANT, parsed once (unset or empty: the default; anything but a
+ * listed index: one warning, then the default). Race-benign: every caller
+ * computes the same value. */
+static int selected_variant(void)
+{
+    static int cached = -1;
+    if (cached >= 0) return cached;
+    int n = 0;
+    (void)variants(&n);
+    int sel = H3_SM90_DEFAULT_VARIANT;
+    const char *env = getenv("H3_SM90_VARIANT");
+    if (env && *env) {
+        char *end = NULL;
+        const long x = strtol(env, &end, 10);
+        if (*end == '\0' && x >= 0 && x < n)
+            sel = (int)x;
+        else
+            fprintf(stderr, "h3block: H3_SM90_VARIANT=%s is not 0..%d; using variant %d\n", env, n - 1, sel);
+    }
+    cached = sel;
+    return sel;
+}
+
+extern "C" const char *h3k_attn_fp8_sm90_variant_name(void)
+{
+    int n = 0;
+    return variants(&n)[selected_variant()].name;
+}
 
 static int probe_device(int dev)
 {
@@ -431,8 +569,10 @@ static int probe_device(int dev)
         return 0;
     }
     if (major != 9 || minor != 0) return 0;
+    int n = 0;
+    const Variant *v = variants(&n);
     cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, h3k_attn_fp8_sm90_kernel) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&attr, v[selected_variant()].fn) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image in this build */
         return 0;
     }
@@ -471,10 +611,10 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD)) != 0) return e;
 
-    cudaError_t ce = cudaFuncSetAttribute(h3k_attn_fp8_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          kSmemBytes);
+    int n = 0;
+    const Variant &v = variants(&n)[selected_variant()];
+    cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
     if (ce != cudaSuccess) return (int)ce;
-    h3k_attn_fp8_sm90_kernel<<<H * nqt, kThreads, kSmemBytes, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, S, H,
-                                                                                      S_pad, nqt, O, lse);
+    v.fn<<<H * nqt, kThreads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, S, H, S_pad, nqt, O, lse);
     return (int)cudaGetLastError();
 }

@@ -59,6 +59,7 @@ int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, 
                       const float *sv, int S, int H, uint16_t *O, float *lse, h3_stream stream);
 int h3k_attn_fp8_sm90_key_tile(void);
 int h3k_attn_fp8_sm90_available(void); /* 1 if compiled for sm_90a and the device is sm_90 */
+const char *h3k_attn_fp8_sm90_variant_name(void); /* variant h3k_attn_fp8_sm90 runs (env H3_SM90_VARIANT) */
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* sm90_utils.cuh — thin PTX wrappers for Hopper (sm_90a): mbarriers, TMA
- * (cp.async.bulk.tensor), wgmma descriptors and FP8 wgmma, setmaxnreg.
+ * (cp.async.bulk.tensor), wgmma descriptors and FP8 wgmma, setmaxnreg,
+ * named barriers.
  * Only meaningful in device passes with __CUDA_ARCH_FEAT_SM90_ALL; the
  * includer guards their use. Layout facts (PTX ISA, checked against CUTLASS
  * cute/arch/mma_sm90_desc.hpp and mma_traits_sm90_gmma.hpp):
@@ -53,6 +54,19 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
         "@!p bra LAB_WAIT;\n}\n" ::"r"(bar),
         "r"(parity)
         : "memory");
+}
+
+/* ---- named barriers (bar.sync / bar.arrive; id 0 is __syncthreads) ----
+ * A barrier of count N completes when N threads (whole warps) have arrived,
+ * counting both sync and arrive; only sync waits. Immediate ids: a register
+ * id makes ptxas reserve all 16 barriers of the CTA. */
+template <int Id, int Count> static __device__ __forceinline__ void named_bar_sync()
+{
+    asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");
+}
+template <int Id, int Count> static __device__ __forceinline__ void named_bar_arrive()
+{
+    asm volatile("bar.arrive %0, %1;" ::"n"(Id), "n"(Count) : "memory");
 }
 
 /* ---- TMA: 2D tiled load into shared memory, completing on an mbarrier ---- */

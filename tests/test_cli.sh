@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# test_cli.sh — dit_block's bad-usage and bad-file handling: every flag with a
+# missing, negative, zero, huge or non-numeric value, unknown flags, odd files
+# (directory, /dev/null, empty, unreadable, missing) give one stderr line and
+# exit 2; NaN/Inf in the inputs or weights are reported, never a pass.
+#
+# Run alone: ctest -R test_cli
+#   (or: bash tests/test_cli.sh build/dit_block build/tools/gen_weights build/tools/gen_inputs [WORKDIR])
+# Everything runs with --cpu on the tiny config (hidden 256), 32 tokens.
+set -u
+bin=$(realpath "$1") genw=$2 geni=$3
+work=${4:-$(mktemp -d)}
+mkdir -p "$work"
+for b in "$bin" "$genw" "$geni"; do [ -x "$b" ] || { echo "skip: $b not built"; exit 77; }; done
+"$bin" --help >/dev/null 2>&1
+[ $? -eq 127 ] && { echo "skip: $bin cannot start here (missing shared libraries)"; exit 77; }
+
+W=$work/tiny_w.safetensors I=$work/tiny_in.safetensors
+"$genw" --config tiny --seed 3 --out "$W" >/dev/null 2>&1 || { echo "FAIL: gen_weights --config tiny"; exit 1; }
+"$geni" --config tiny --tokens 32 --seed 4 --out "$I" >/dev/null 2>&1 || { echo "FAIL: gen_inputs --config tiny"; exit 1; }
+
+fails=0 n=0 notes=0
+out=$work/stdout err=$work/stderr
+run() { "$bin" "$@" >"$out" 2>"$err"; }
+
+# expect2 DESC ARGS...: exit 2 and exactly one stderr line starting "dit_block: ".
+expect2() {
+    local desc=$1; shift
+    n=$((n + 1))
+    run "$@"; local rc=$?
+    local lines; lines=$(wc -l <"$err")
+    if [ $rc -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q '^dit_block: ' "$err"; then
+        echo "FAIL [$desc] dit_block $*: exit $rc (want 2), $lines stderr lines (want 1):"
+        sed 's/^/    /' "$err" | head -n 5
+        fails=$((fails + 1))
+    else
+        printf '  ok  %-44s %s\n' "[$desc]" "$(cat "$err")"
+    fi
+}
+# expect_ok DESC ARGS...: exit 0 (a value that is legal must stay legal).
+expect_ok() {
+    local desc=$1; shift
+    n=$((n + 1))
+    run "$@"; local rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL [$desc] dit_block $*: exit $rc (want 0):"; sed 's/^/    /' "$err" | tail -n 3
+        fails=$((fails + 1))
+    else
+        printf '  ok  %-44s exit 0\n' "[$desc]"
+    fi
+}
+base=(--cpu --quiet --weights "$W")
+
+echo "== sanity"
+expect_ok "tiny block, 32 tokens" "${base[@]}" --tokens 32
+expect_ok "tiny block, --input" "${base[@]}" --input "$I"
+
+echo "== numeric flags"
+for f in --tokens --repeat --sample; do
+    for v in 0 -1 -99999999999999999999 99999999999999999999 9223372036854775808 abc 12abc 1.5 1e3 0x10 "" "-"; do
+        expect2 "$f '$v'" "${base[@]}" $f "$v"
+    done
+    expect2 "$f missing (last)" "${base[@]}" $f
+    expect2 "$f followed by a flag" "${base[@]}" $f --cpu
+done
+expect2 "--tokens above 4194304" "${base[@]}" --tokens 4194305
+expect2 "--repeat above 100000" "${base[@]}" --repeat 100001
+expect2 "--sample above 4194304" "${base[@]}" --sample 4194305
+for f in --seed --warmup; do # zero is meaningful for these
+    for v in -1 -99999999999999999999 99999999999999999999 abc 12abc 1.5 "" "-"; do
+        expect2 "$f '$v'" "${base[@]}" $f "$v"
+    done
+    expect2 "$f missing (last)" "${base[@]}" $f
+    expect2 "$f followed by a flag" "${base[@]}" $f --cpu
+done
+expect2 "--warmup above 100000" "${base[@]}" --warmup 100001
+expect2 "--seed 2^63" "${base[@]}" --seed 9223372036854775808
+expect_ok "--seed 0 is legal" "${base[@]}" --tokens 32 --seed 0
+expect_ok "--warmup 0 is legal" "${base[@]}" --tokens 32 --warmup 0
+
+# Lenient forms strtoll accepts: reported, not failed (a design choice of the CLI).
+for v in " 8" "+8"; do
+    run "${base[@]}" --tokens "$v"
+    if [ $? -ne 2 ]; then echo "  note: --tokens '$v' is accepted (strtoll skips leading blanks / takes a '+')"; notes=$((notes + 1)); fi
+done
+
+echo "== enumerated flags"
+expect2 "--check bogus" "${base[@]}" --check bogus
+expect2 "--check ''" "${base[@]}" --check ""
+expect2 "--check STAGES (case)" "${base[@]}" --check STAGES
+expect2 "--check missing" "${base[@]}" --check
+expect2 "--attn bogus" "${base[@]}" --attn bogus
+expect2 "--attn missing" "${base[@]}" --attn
+expect2 "--gemm fp8" "${base[@]}" --gemm fp8
+expect2 "--gemm missing" "${base[@]}" --gemm
+
+echo "== file flags without a value, unknown flags"
+for f in --weights --input --output --json; do
+    expect2 "$f missing (last)" --cpu "$f"
+    expect2 "$f followed by a flag" --cpu "$f" --quiet
+done
+expect2 "no --weights" --cpu --tokens 32
+expect2 "unknown --bogus" "${base[@]}" --bogus
+expect2 "unknown -x" "${base[@]}" -x
+expect2 "positional argument" "${base[@]}" stray
+expect2 "--tokens=32 form" "${base[@]}" --tokens=32
+expect2 "empty argument" "${base[@]}" ""
+expect2 "--tokens with --input" "${base[@]}" --input "$I" --tokens 32
+
+echo "== odd files"
+mkdir -p "$work/adir"
+: >"$work/empty.safetensors"
+cp "$W" "$work/noread.safetensors"
+chmod 000 "$work/noread.safetensors"
+for f in --weights --input; do
+    if [ $f = --weights ]; then pre=(--cpu --quiet); else pre=("${base[@]}"); fi
+    expect2 "$f a directory" "${pre[@]}" $f "$work/adir"
+    expect2 "$f /dev/null" "${pre[@]}" $f /dev/null
+    expect2 "$f empty file" "${pre[@]}" $f "$work/empty.safetensors"
+    expect2 "$f missing file" "${pre[@]}" $f "$work/does_not_exist.safetensors"
+    expect2 "$f empty path" "${pre[@]}" $f ""
+    if [ ! -r "$work/noread.safetensors" ]; then
+        expect2 "$f unreadable (chmod 000)" "${pre[@]}" $f "$work/noread.safetensors"
+    elif [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+         setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+        # root reads through chmod 000: drop to nobody for this case only
+        chmod 755 "$work"; chmod 644 "$W" "$I"
+        (cd / && setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" "${pre[@]}" $f "$work/noread.safetensors") \
+            >"$out" 2>"$err"; rc=$?
+        n=$((n + 1))
+        if [ $rc -ne 2 ] || [ "$(wc -l <"$err")" -ne 1 ] || ! grep -q 'Permission denied' "$err"; then
+            echo "FAIL [$f unreadable, as nobody]: exit $rc:"; sed 's/^/    /' "$err" | head -n 3; fails=$((fails + 1))
+        else
+            printf '  ok  %-44s %s\n' "[$f unreadable (as nobody)]" "$(cat "$err")"
+        fi
+    else
+        echo "  skip [$f unreadable]: running as root, chmod 000 does not stop reads (no setpriv to drop to nobody)"
+    fi
+done
+expect2 "--input is the weights file" "${base[@]}" --input "$W"
+expect2 "--weights is the inputs file" --cpu --quiet --weights "$I"
+
+# Output files that cannot be written: exit 2, error names the file, and no
+# partial file is left behind. (The run itself prints to stderr first, so
+# only the last line is checked.)
+expect_last2() {
+    local desc=$1 file=$2; shift 2
+    n=$((n + 1))
+    run "$@"; local rc=$?
+    if [ $rc -ne 2 ] || ! tail -n 1 "$err" | grep -qF -- "$file"; then
+        echo "FAIL [$desc] dit_block $*: exit $rc (want 2), last stderr line lacks '$file':"
+        tail -n 3 "$err" | sed 's/^/    /'
+        fails=$((fails + 1))
+    else
+        printf '  ok  %-44s %s\n' "[$desc]" "$(tail -n 1 "$err")"
+    fi
+}
+expect_last2 "--output a directory" "$work/adir" "${base[@]}" --tokens 32 --output "$work/adir"
+expect_last2 "--output in a missing dir" "$work/nodir/o.safetensors" "${base[@]}" --tokens 32 --output "$work/nodir/o.safetensors"
+expect_last2 "--json a directory" "$work/adir" "${base[@]}" --tokens 32 --json "$work/adir"
+expect_last2 "--json in a missing dir" "$work/nodir/r.json" "${base[@]}" --tokens 32 --json "$work/nodir/r.json"
+[ -e "$work/nodir" ] && { echo "FAIL: a partial output was left in $work/nodir"; fails=$((fails + 1)); }
+
+echo "== non-finite values"
+# Byte offset (from the file start) of tensor NAME's data: 8 + header length + begin.
+data_off() {
+    local file=$1 name=$2
+    local hl; hl=$(od -An -t u8 -N 8 "$file" | tr -d ' ')
+    local begin
+    begin=$(head -c $((8 + hl)) "$file" | tail -c "$hl" | grep -o "\"$name\":{[^}]*}" |
+            sed -n 's/.*"data_offsets":\[\([0-9]*\),.*/\1/p')
+    [ -n "$begin" ] || return 1
+    echo $((8 + hl + begin))
+}
+# patch FILE OFFSET OCTAL-ESCAPES: overwrite bytes in place.
+patch() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+# expect_nonfinite DESC WANT ARGS...: non-zero exit and WANT on stderr.
+expect_nonfinite() {
+    local desc=$1 want=$2; shift 2
+    n=$((n + 1))
+    run "$@"; local rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "FAIL [$desc]: dit_block exited 0: a non-finite value passed silently"
+        fails=$((fails + 1))
+    elif ! grep -qiE -- "$want" "$err"; then
+        echo "FAIL [$desc]: exit $rc but stderr does not match '$want':"; tail -n 3 "$err" | sed 's/^/    /'
+        fails=$((fails + 1))
+    else
+        printf '  ok  %-44s exit %d: %s\n' "[$desc]" $rc "$(grep -iE -- "$want" "$err" | head -n 1)"
+    fi
+}
+nf='non-finite|nan|inf'
+for case in "x NaN:x:\300\177:1234" "x +Inf:x:\200\177:0" "x -Inf:x:\200\377:8190" \
+            "temb NaN:temb:\000\000\300\177:40" "temb +Inf:temb:\000\000\200\177:0" \
+            "positions NaN:positions:\000\000\300\177:7"; do
+    IFS=: read -r desc name bytes elem <<<"$case"
+    cp "$I" "$work/nf.safetensors"
+    off=$(data_off "$work/nf.safetensors" "$name") || { echo "FAIL: no tensor '$name' in $I"; fails=$((fails + 1)); continue; }
+    esz=2; [ "$name" != x ] && esz=4
+    patch "$work/nf.safetensors" $((off + elem * esz)) "$bytes"
+    expect_nonfinite "$desc in the inputs" "$nf" "${base[@]}" --input "$work/nf.safetensors"
+done
+# A weight: the first BF16 tensor named ...qkv.weight, element 100 set to NaN.
+cp "$W" "$work/nfw.safetensors"
+qkv=$(head -c 4096 "$W" | grep -ao '"[^"]*qkv[^"]*weight"' | head -n 1 | tr -d '"')
+if off=$(data_off "$work/nfw.safetensors" "$qkv"); then
+    patch "$work/nfw.safetensors" $((off + 200)) '\300\177'
+    expect_nonfinite "NaN in weight $qkv" "$nf" --cpu --quiet --weights "$work/nfw.safetensors" --tokens 32
+else
+    echo "FAIL: no qkv weight found in $W"; fails=$((fails + 1))
+fi
+# Finite inputs that overflow inside the block: one token of x at the BF16
+# maximum (3.39e38): RMSNorm's sum of squares overflows FP32. The output must
+# not be a silent NaN: either the run reports it or the output is finite.
+cp "$I" "$work/big.safetensors"
+off=$(data_off "$work/big.safetensors" x)
+big=""; for i in $(seq 256); do big="$big\177\177"; done
+patch "$work/big.safetensors" "$off" "$big"
+n=$((n + 1))
+run "${base[@]}" --input "$work/big.safetensors" --output "$work/big_out.safetensors"; rc=$?
+if [ $rc -eq 0 ] && [ -f "$work/big_out.safetensors" ]; then
+    ooff=$(data_off "$work/big_out.safetensors" x)
+    # bf16 words with the exponent all ones: 7f80..7fff, ff80..ffff
+    bad=$(tail -c +$((ooff + 1)) "$work/big_out.safetensors" | od -An -v -tx2 | tr -s ' ' '\n' |
+          grep -cE '^(7f[89a-f]|ff[89a-f])' || true)
+    if [ "$bad" -gt 0 ]; then
+        echo "FAIL [x at the BF16 maximum]: exit 0, but the output holds $bad non-finite values (not reported)"
+        fails=$((fails + 1))
+    else
+        echo "  ok  [x at the BF16 maximum]                  exit 0, output finite"
+    fi
+elif grep -qiE "$nf" "$err"; then
+    printf '  ok  %-44s exit %d: %s\n' "[x at the BF16 maximum]" $rc "$(grep -iE "$nf" "$err" | head -n 1)"
+else
+    echo "FAIL [x at the BF16 maximum]: exit $rc without naming the non-finite value:"; tail -n 3 "$err" | sed 's/^/    /'
+    fails=$((fails + 1))
+fi
+
+chmod 600 "$work/noread.safetensors" 2>/dev/null
+echo "test_cli: $n cases, $fails failed, $notes notes"
+[ -z "${4:-}" ] && rm -rf "$work"
+[ $fails -eq 0 ]
