@@ -2,15 +2,16 @@
 # gpu_session.sh — everything one device-machine call does, in order, each
 # step independent (a failing step is logged and the next one runs):
 #   build (unless a carried build dir works), the GPU test suite, dit_block at
-#   full size with stage checks, the benchmark suite, SASS and ncu evidence.
+#   full size with stage checks, the benchmark suite, SASS and ncu evidence,
+#   compute-sanitizer on the GPU tests.
 # Logs and JSON go to $OUT (or ./out). Usage: tools/gpu_session.sh [steps...]
-# with steps from: build tests block bench sass ncu (default: all).
+# with steps from: build tests block bench sass ncu sanitize (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
-steps=${*:-build tests block bench sass ncu}
+steps=${*:-build tests block bench sass ncu sanitize}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 summary=()
 # CMake build dirs hold absolute paths of the machine they were made on: make
@@ -55,9 +56,24 @@ for s in $steps; do
   ncu)
     log ncu
     if [ -x "$BUILD/tools/bench/bench_attn" ]; then
-      timeout 240 ncu --clock-control none --kernel-name regex:attn --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
-        "$BUILD/tools/bench/bench_attn" --seqs 30272 --repeat 1 >"$OUT/ncu.log" 2>&1; summary+=("ncu: rc=$?"); tail -60 "$OUT/ncu.log"
+      timeout 200 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 2 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section Occupancy --section LaunchStats --section WarpStateStats \
+        "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
+      summary+=("ncu: rc=$?")
+      timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 2 \
+        --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
+        "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
+      grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration" "$OUT/ncu.log" | head -70
     fi ;;
+  sanitize)
+    log compute-sanitizer
+    for tool in memcheck racecheck synccheck; do
+      timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/test_gpu_attention" --quick >"$OUT/sanitizer_$tool.log" 2>&1
+      summary+=("compute-sanitizer $tool (attention, S <= 1000): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)")
+    done
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_gpu_ops" --quick >"$OUT/sanitizer_ops.log" 2>&1
+    summary+=("compute-sanitizer memcheck (ops --quick): rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer_ops.log" | tail -1)") ;;
   esac
 done
 log done

@@ -29,7 +29,7 @@ const h3_tolerance h3_tolerances[] = {
     {"fc1_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
     {"fc2_gemm", 3e-3, 2e-2, "cuBLASLt FP32 accumulation order (error ~sqrt(K) 2^-24) then BF16 rounding"},
     {"qk_norm_rope_quant", 1e-3, 0, "codes: <= 0.1% may differ (a 1-ulp BF16 RMSNorm flip, amplified by RoPE cancellation, see h3_e4m3_codes_close), none beyond one step or 448*2^-7"},
-    {"qk_scales", 1e-5, 1e-5, "amax/448 of identical BF16 values: equal up to FP32 division rounding"},
+    {"qk_scales", 1e-2, 0x1p-7, "amax/448: <= 1% of groups may differ, by <= 2^-7 (a 1-ulp BF16 flip of the group's largest q/k value)"},
     {"attention", 5e-3, 5e-2, "same FP8 contract and key tile; exp2 approximations and FP32 sum order differ (issue 4: <= 5e-3)"},
     {"attention_lse", 1e-4, 1e-3, "LSE = m + log l from the same running max; FP32 sum order"},
     {"gate_res1", 2e-3, 1.6e-2, "x + g*y in FP32, BF16 output: rare 1-ulp flips"},
@@ -231,12 +231,32 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
         set_tol(c, "qk_norm_rope_quant");
         h3_compare_e4m3(c, got[i], ref[i], (long)nq);
     }
+    /* Scales: amax/448 per (head, group). The largest value of a q/k group
+     * can be one of the rare 1-ulp BF16 flips of the RMSNorm, so a few groups
+     * may differ by up to 2^-7; V is the GEMM output itself and must agree. */
     const float *gs[3] = {sq, sk, sv};
     const char *swhat[3] = {"q scales vs cpu", "k scales vs cpu", "v scales vs cpu"};
     for (int i = 0; i < 3; i++) {
         report_check *c = report_add_check(r, "qk_norm_rope_quant", swhat[i]);
         set_tol(c, "qk_scales");
-        h3_compare_f32(c, gs[i], rs + i * ns, H, G, NULL, 1);
+        long differ = 0, far = 0;
+        double worst = 0;
+        for (size_t j = 0; j < ns; j++) {
+            const float *ref_s = rs + i * ns;
+            if (gs[i][j] == ref_s[j]) continue;
+            differ++;
+            double rel = fabs((double)gs[i][j] - ref_s[j]) / fabs((double)ref_s[j]);
+            if (!(rel <= c->tol_max) || i == 2) far++;
+            if (!(rel <= worst)) worst = rel;
+        }
+        c->count = (long)ns;
+        c->rel_rms = (double)differ / (double)ns; /* the fraction of groups that differ */
+        c->max_abs = worst;                       /* the largest relative difference */
+        c->asserted = 1;
+        c->pass = far == 0 && c->rel_rms <= c->tol_rms;
+        if (!c->pass)
+            snprintf(c->detail, sizeof c->detail, "%ld of %zu group scales differ (largest by %.3g relative)", differ,
+                     ns, worst);
     }
     free(rq);
     free(rk);

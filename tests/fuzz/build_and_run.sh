@@ -5,6 +5,7 @@
 #   tests/fuzz/build_and_run.sh [RUNS] [JOBS]     (defaults: 10000000, 1)
 #   FUZZ_OUT=dir  where the binary, the working corpus and logs go (default build-fuzz/)
 #   FUZZ_BUILD_ONLY=1  only build (exit 77 if clang cannot build a fuzzer)
+#   FUZZ_NO_SAVE=1     do not copy crash inputs into tests/data (the CTest smoke run)
 #
 # Not part of the CMake build: it needs clang's libFuzzer runtime, and the
 # normal build is gcc. Exit: 0 clean run; 1 a crash, leak or sanitizer report
@@ -67,6 +68,7 @@ shopt -s nullglob
 crashes=("$OUT"/crash-* "$OUT"/leak-* "$OUT"/timeout-* "$OUT"/oom-*)
 if [ "$rc" -ne 0 ] || [ ${#crashes[@]} -gt 0 ]; then
   for c in "${crashes[@]}"; do
+    [ "${FUZZ_NO_SAVE:-0}" = 1 ] && { echo "crash input: $c"; continue; }
     h=$(sha1sum "$c" | cut -c1-12)
     cp "$c" "$ROOT/tests/data/fuzz_regress_$h.safetensors"
     echo "saved $c as tests/data/fuzz_regress_$h.safetensors"

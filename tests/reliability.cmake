@@ -1,0 +1,34 @@
+# Reliability tests (issue 7, CPU side): the fuzz target's checks on every
+# fixture, a short libFuzzer smoke run, a file truncated under the loader, and
+# dit_block's bad-usage / bad-file / non-finite handling. docs/reliability.md
+# has the long fuzz run and what each bad input gets.
+
+# The fuzz target's invariants, once per tests/data/*.safetensors (fixtures and
+# saved fuzz_regress_* crashes), built with the normal compiler (and so under
+# ASan/UBSan in the H3_SANITIZE build).
+h3_test(test_fuzz_regress SOURCES fuzz/regress_main.c fuzz/fuzz_safetensors.c LIBS h3core
+        ARGS ${CMAKE_CURRENT_SOURCE_DIR}/data LABELS cpu)
+
+# 20000 libFuzzer executions from the tests/data seeds; exit 77 (skip) when
+# clang cannot build a -fsanitize=fuzzer target here.
+add_test(NAME test_fuzz_smoke COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/build_and_run.sh 20000)
+set_tests_properties(test_fuzz_smoke PROPERTIES SKIP_RETURN_CODE 77 LABELS "cpu;fuzz"
+                     ENVIRONMENT "FUZZ_OUT=${CMAKE_CURRENT_BINARY_DIR}/fuzz_smoke;FUZZ_NO_SAVE=1")
+
+# A file truncated after st_open / h3_block_load: no SIGBUS, the bytes stay.
+h3_test(test_truncated SOURCES test_truncated.c LIBS h3core LABELS cpu)
+if(TARGET gen_weights)
+  set(H3_REL_TINY ${CMAKE_CURRENT_BINARY_DIR}/reliability_tiny_weights.safetensors)
+  add_test(NAME reliability_tiny_weights
+           COMMAND $<TARGET_FILE:gen_weights> --config tiny --seed 5 --out ${H3_REL_TINY})
+  set_tests_properties(reliability_tiny_weights PROPERTIES FIXTURES_SETUP rel_tiny LABELS cpu)
+  set_tests_properties(test_truncated PROPERTIES FIXTURES_REQUIRED rel_tiny)
+  set_property(TEST test_truncated APPEND PROPERTY ENVIRONMENT "H3_TRUNC_WEIGHTS=${H3_REL_TINY}")
+endif()
+
+# dit_block's flags and files (tiny weights made by the script itself).
+if(TARGET dit_block AND TARGET gen_weights AND TARGET gen_inputs)
+  add_test(NAME test_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.sh $<TARGET_FILE:dit_block>
+           $<TARGET_FILE:gen_weights> $<TARGET_FILE:gen_inputs> ${CMAKE_CURRENT_BINARY_DIR}/test_cli_work)
+  set_tests_properties(test_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
+endif()
