@@ -3,8 +3,8 @@
  * Format: 8-byte little-endian header length N, N bytes of JSON (an object of
  * tensor name -> {dtype, shape, data_offsets} plus an optional __metadata__
  * object of string -> string), then the data region. The reader validates
- * everything before handing out a pointer (see st_open) and maps the file
- * read-only. Library-style: functions return 0 or -1 and fill err with one
+ * everything before handing out a pointer (see st_open) and reads the file
+ * into private read-only memory, so a file cut short later cannot SIGBUS. Library-style: functions return 0 or -1 and fill err with one
  * line naming the file and, where there is one, the tensor. Knows nothing of
  * CUDA or of the H3 block. */
 #ifndef H3_SAFETENSORS_H
@@ -36,7 +36,7 @@ typedef struct {
 
 typedef struct {
     char *path;
-    void *map;             /* whole file, PROT_READ */
+    void *map;             /* a private read-only copy of the whole file (read, not mapped: see st_open) */
     size_t map_size;
     uint64_t header_len;
     const uint8_t *data;   /* start of the data region */

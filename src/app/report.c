@@ -136,7 +136,10 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
     int rc = json_object_to_file_ext(path, root, JSON_C_TO_STRING_PRETTY);
     json_object_put(root);
     if (rc) {
-        snprintf(err, errlen, "%s: cannot write JSON report: %s", path, json_util_get_last_err());
+        /* json-c's message ends in a newline; keep our error one line */
+        const char *why = json_util_get_last_err();
+        int n = why ? (int)strcspn(why, "\n") : 0;
+        snprintf(err, errlen, "%s: cannot write JSON report: %.*s", path, n, why ? why : "");
         return -1;
     }
     return 0;
