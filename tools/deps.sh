@@ -13,6 +13,8 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 pkg-config --exists json-c 2>/dev/null || need+=(libjson-c-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# libFuzzer's runtime for the fuzz smoke test (it skips without it)
+if command -v clang-14 >/dev/null && ! dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then need+=(libclang-rt-14-dev); fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "deps: installing ${need[*]}"
   if [ "$(id -u)" -ne 0 ]; then
