@@ -17,16 +17,7 @@
 #include "block.h"
 #include "safetensors.h"
 
-static int fails = 0;
-#define EXPECT(c, ...)                                                                                                 \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fails++;                                                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+#include "test_util.h"
 
 static const char *gen, *ext;
 

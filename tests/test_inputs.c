@@ -17,16 +17,7 @@
 #include "numerics.h"
 #include "safetensors.h"
 
-static int fails = 0;
-#define EXPECT(c, ...)                                                                                                 \
-    do {                                                                                                               \
-        if (!(c)) {                                                                                                    \
-            fails++;                                                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+#include "test_util.h"
 
 /* Checks the layout of in against the rules in inputs.c's header. */
 static void check_layout(const h3_inputs *in, int S)
