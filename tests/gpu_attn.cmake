@@ -5,4 +5,5 @@
 if(H3_HAVE_CUDA)
   h3_test(test_gpu_attention SOURCES test_gpu_attention.c
           LIBS "$<LINK_LIBRARY:WHOLE_ARCHIVE,h3kernels>" h3cpu h3core CUDA::cudart LABELS gpu)
+  target_compile_definitions(test_gpu_attention PRIVATE H3_HAVE_CUDA) # CUDA_CHECK from src/check.h
 endif()

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
 #include "config.h"
 #include "cpu_ref.h"
 #include "kernels.h"
@@ -66,14 +67,6 @@ static h3_rng g_rng;
 enum { DIST_NORMAL = 0, DIST_DOMINANT, DIST_STRESS, DIST_MEANV };
 static const char *dist_name[] = {"normal+group scales", "dominant key", "FA3 stress", "v with a mean (block-like)"};
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* Inputs: q, k, v [S][H*D] bf16. Every (head, 128-token group) of q, k and v
  * gets its own magnitude, so the per-group scales differ: 2^U(-1, 1) for q
@@ -169,20 +162,20 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     uint8_t *dq8, *dk8, *dvt8;
     float *dsq, *dsk, *dsv, *dlse;
     uint16_t *dO;
-    CK(cudaMalloc((void **)&dq8, plane));
-    CK(cudaMalloc((void **)&dk8, plane));
-    CK(cudaMalloc((void **)&dvt8, plane));
-    CK(cudaMalloc((void **)&dsq, sizeof(float) * H * G));
-    CK(cudaMalloc((void **)&dsk, sizeof(float) * H * G));
-    CK(cudaMalloc((void **)&dsv, sizeof(float) * H * G));
-    CK(cudaMalloc((void **)&dO, on * 2));
-    CK(cudaMalloc((void **)&dlse, ln * 4));
-    CK(cudaMemcpy(dq8, q8, plane, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dk8, k8, plane, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dvt8, vt8, plane, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dsq, sq, sizeof(float) * H * G, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dsk, sk, sizeof(float) * H * G, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dsv, sv, sizeof(float) * H * G, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc((void **)&dq8, plane));
+    CUDA_CHECK(cudaMalloc((void **)&dk8, plane));
+    CUDA_CHECK(cudaMalloc((void **)&dvt8, plane));
+    CUDA_CHECK(cudaMalloc((void **)&dsq, sizeof(float) * H * G));
+    CUDA_CHECK(cudaMalloc((void **)&dsk, sizeof(float) * H * G));
+    CUDA_CHECK(cudaMalloc((void **)&dsv, sizeof(float) * H * G));
+    CUDA_CHECK(cudaMalloc((void **)&dO, on * 2));
+    CUDA_CHECK(cudaMalloc((void **)&dlse, ln * 4));
+    CUDA_CHECK(cudaMemcpy(dq8, q8, plane, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dk8, k8, plane, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dvt8, vt8, plane, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dsq, sq, sizeof(float) * H * G, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dsk, sk, sizeof(float) * H * G, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dsv, sv, sizeof(float) * H * G, cudaMemcpyHostToDevice));
 
     uint16_t *O[2];
     float *L[2];
@@ -191,8 +184,8 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     for (int run = 0; run < 2; run++) {
         O[run] = malloc(on * 2);
         L[run] = malloc(ln * 4);
-        CK(cudaMemset(dO, 0xff, on * 2));   /* 0xffff: a BF16 NaN */
-        CK(cudaMemset(dlse, 0xff, ln * 4)); /* 0xffffffff: an FP32 NaN */
+        CUDA_CHECK(cudaMemset(dO, 0xff, on * 2));   /* 0xffff: a BF16 NaN */
+        CUDA_CHECK(cudaMemset(dlse, 0xff, ln * 4)); /* 0xffffffff: an FP32 NaN */
         int rc = kd->run(dq8, dk8, dvt8, dsq, dsk, dsv, S, H, dO, dlse, NULL);
         if (rc == 0) rc = (int)cudaDeviceSynchronize();
         if (rc != 0) {
@@ -201,8 +194,8 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
             g_fail++;
             exit(1); /* a failed launch leaves the context unusable */
         }
-        CK(cudaMemcpy(O[run], dO, on * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(L[run], dlse, ln * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(O[run], dO, on * 2, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(L[run], dlse, ln * 4, cudaMemcpyDeviceToHost));
     }
     /* NaN/Inf first: every real output written and finite, guards untouched. */
     size_t bad = 0, guard_bad = 0;
@@ -312,7 +305,7 @@ int main(int argc, char **argv)
     if (se) seed = strtoull(se, NULL, 10);
     g_rng.s = seed;
     struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("test_gpu_attention: seed %llu (H3_TEST_SEED to repeat), device %s (sm_%d%d)\n", (unsigned long long)seed,
            prop.name, prop.major, prop.minor);
 

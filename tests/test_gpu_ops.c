@@ -33,6 +33,7 @@
 
 #include <cuda_runtime.h>
 
+#include "check.h"
 #include "config.h"
 #include "cpu_ref.h"
 #include "gemm_lt.h"
@@ -59,14 +60,6 @@ static void result(int ok, const char *fmt, ...)
         g_fail++;
 }
 
-#define CK(call)                                                                                        \
-    do {                                                                                                \
-        cudaError_t e_ = (call);                                                                        \
-        if (e_ != cudaSuccess) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));      \
-            exit(1);                                                                                    \
-        }                                                                                               \
-    } while (0)
 
 static void *xmalloc(size_t n)
 {
@@ -80,13 +73,13 @@ static void *xmalloc(size_t n)
 static void *dalloc(size_t n)
 {
     void *p;
-    CK(cudaMalloc(&p, n ? n : 16));
+    CUDA_CHECK(cudaMalloc(&p, n ? n : 16));
     return p;
 }
 static void *upload(const void *h, size_t n)
 {
     void *d = dalloc(n);
-    CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
     return d;
 }
 
@@ -161,21 +154,21 @@ static int run_twice(const char *what, launch_fn f, void *ctx, outbuf *o, int no
 {
     int same = 1;
     for (int run = 0; run < 2; run++) {
-        for (int i = 0; i < no; i++) CK(cudaMemset(o[i].dev, 0xFF, o[i].bytes));
-        CK(cudaDeviceSynchronize());
+        for (int i = 0; i < no; i++) CUDA_CHECK(cudaMemset(o[i].dev, 0xFF, o[i].bytes));
+        CUDA_CHECK(cudaDeviceSynchronize());
         int rc = f(ctx);
         if (rc) {
             result(0, "%s: launch returned %d (%s)", what, rc, cudaGetErrorString((cudaError_t)rc));
             return -1;
         }
-        CK(cudaGetLastError());
-        CK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaDeviceSynchronize());
         for (int i = 0; i < no; i++) {
             if (run == 0) {
-                CK(cudaMemcpy(o[i].host, o[i].dev, o[i].bytes, cudaMemcpyDeviceToHost));
+                CUDA_CHECK(cudaMemcpy(o[i].host, o[i].dev, o[i].bytes, cudaMemcpyDeviceToHost));
             } else {
                 void *t = xmalloc(o[i].bytes);
-                CK(cudaMemcpy(t, o[i].dev, o[i].bytes, cudaMemcpyDeviceToHost));
+                CUDA_CHECK(cudaMemcpy(t, o[i].dev, o[i].bytes, cudaMemcpyDeviceToHost));
                 if (memcmp(t, o[i].host, o[i].bytes)) same = 0;
                 free(t);
             }
@@ -535,7 +528,7 @@ int main(int argc, char **argv)
     const char *es = getenv("H3_TEST_SEED");
     g_seed = es ? strtoull(es, NULL, 10) : (uint64_t)time(NULL);
     struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("test_gpu_ops: seed %llu (H3_TEST_SEED to repeat), %s, device %s\n", (unsigned long long)g_seed,
            g_quick ? "quick" : "full", prop.name);
 

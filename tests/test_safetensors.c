@@ -17,17 +17,7 @@
 #include "rng.h"
 #include "safetensors.h"
 
-static int g_fail = 0, g_checks = 0;
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        g_checks++;                                                                                                    \
-        if (!(cond)) {                                                                                                 \
-            g_fail++;                                                                                                  \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
+#include "test_util.h"
 
 static const char *g_data; /* fixtures dir */
 static char g_tmp[256];    /* scratch dir, removed at the end */
@@ -490,6 +480,6 @@ int main(int argc, char **argv)
     test_writer(seed);
     if (count_prefixed("") > 2) EXPECT(0, "scratch dir %s not empty at the end", g_tmp);
     rmdir(g_tmp);
-    printf("%d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    printf("%d checks, %d failed\n", checks, fails);
+    return fails ? 1 : 0;
 }

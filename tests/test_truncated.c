@@ -30,17 +30,7 @@
 #include "rng.h"
 #include "safetensors.h"
 
-static int g_fail = 0, g_checks = 0;
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        g_checks++;                                                                                                    \
-        if (!(cond)) {                                                                                                 \
-            g_fail++;                                                                                                  \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
+#include "test_util.h"
 
 /* Runs fn(arg) in a child; returns its exit status, or -signal if it died of one. */
 static int in_child(int (*fn)(void *), void *arg)
@@ -228,6 +218,6 @@ int main(int argc, char **argv)
     if (w && *w) case_block(dir, w);
     else printf("test_truncated: no weights file given, h3_block_load case skipped\n");
     rmdir(dir);
-    printf("test_truncated: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail ? 1 : 0;
+    printf("test_truncated: %d checks, %d failed\n", checks, fails);
+    return fails ? 1 : 0;
 }
