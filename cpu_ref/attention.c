@@ -74,12 +74,21 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
                 const int j0 = t * key_tile, gk = j0 / H3_QGROUP; /* key_tile | 128: one group per tile */
                 const int nv = S - j0 < key_tile ? S - j0 : key_tile;  /* valid keys; the rest are -inf */
                 const float c = (sq[h * G + gq] * sk[h * G + gk]) * CPU_ATTN_SCALE_LOG2E;
+                /* x[j] holds the raw dot; the logit is c * dot. m_new uses
+                 * the rounded product c * max dot (= max of the rounded
+                 * logits: c > 0, rounding is monotone) and p the fused
+                 * fma(dot, c, -m_new), exactly as both GPU kernels: the
+                 * row's largest key then gets the same p (1 + the fma
+                 * residual) on both sides, so P8 = e4m3(p * mult) takes the
+                 * same e4m3 step when mult is a tie (a one-step flip of a
+                 * dominant key's P moved whole rows by ~10%: found by the
+                 * shape sweep). */
                 float tmax = -INFINITY;
                 for (int j = 0; j < nv; j++) {
-                    x[j] = c * dot128(qf, kf + (size_t)(j0 + j) * D);
+                    x[j] = dot128(qf, kf + (size_t)(j0 + j) * D);
                     tmax = fmaxf(tmax, x[j]);
                 }
-                const float m_new = fmaxf(m, tmax);
+                const float m_new = fmaxf(m, c * tmax);
                 /* alpha = 2^(m - m_new); m = -inf (first tile) would give
                  * -inf - -inf = NaN when m_new is -inf too, so guard it. */
                 const float alpha = m == -INFINITY ? 0.0f : exp2f(m - m_new);
@@ -87,7 +96,7 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
                 float psum = 0.0f;
                 for (int d = 0; d < D; d++) tacc[d] = 0.0f;
                 for (int j = 0; j < nv; j++) {
-                    const float p = m_new == -INFINITY ? 0.0f : exp2f(x[j] - m_new);
+                    const float p = m_new == -INFINITY ? 0.0f : exp2f(fmaf(x[j], c, -m_new));
                     psum += p;
                     const float p8 = quant ? cpu_round_e4m3_pos(p * mult) : p * mult;
                     const float *vr = vf + (size_t)(j0 + j) * D;

@@ -13,6 +13,8 @@
  *   adaln        mod[j] = bf16(sum_k W[j][k] * silu(temb[k]) + b[j]), silu in FP32
  *   rmsnorm_mod  out = bf16(x * rsqrt(mean(x^2) + eps) * w * (1 + scale[tag]) + shift[tag])
  *   gemm         y[r][n] = bf16(sum_k x[r][k] * W[n][k])           (y = x W^T)
+ *   gemm_fp8     y[r][n] = bf16((sum_k e4m3(x8[r][k]) e4m3(W8[n][k])) * sx[r] * sw[n])
+ *   quant_rows   per row: s = amax / 448 (1 if 0), code = e4m3(x * (448 / amax))
  *   qk_norm_rope q, k of head h (grouped layout: qkv[s][384h + {0,128,256} + d]):
  *                t = bf16(x * rsqrt(mean_d(x^2) + eps) * w[d]), then RoPE on
  *                dims 0..95 in FP32 and rounding to BF16; dims 96..127 pass.
@@ -31,8 +33,8 @@
  *                128), base-2 online softmax:
  *                  c      = (sq[h][gq] * sk[h][gk]) * (D^-0.5 * log2 e)
  *                  x_j    = c * dot(q8_i, k8_j)  (keys >= S: -inf)
- *                  m_new  = max(m, max_j x_j);  alpha = exp2(m - m_new) (0 when m = -inf)
- *                  p_j    = exp2(x_j - m_new);  l = l * alpha + sum_j p_j
+ *                  m_new  = max(m, c * max_j dot_j);  alpha = exp2(m - m_new) (0 when m = -inf)
+ *                  p_j    = exp2(fma(dot_j, c, -m_new));  l = l * alpha + sum_j p_j
  *                  P8_j   = e4m3(p_j * (256 * sv[h][gk] / svmax[h]))
  *                  acc[d] = acc[d] * alpha + sum_j P8_j * v8_j[d]
  *                end: O = bf16(acc * ((svmax * 2^-8) / l)); LSE = (m + log2 l) * ln 2
@@ -63,6 +65,16 @@ void cpu_rmsnorm_mod(const uint16_t *x, const uint16_t *w, const uint16_t *mod, 
 /* x [S][K] bf16, W [N][K] bf16 -> y [nrows][N] bf16 */
 void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, const int *rows, int nrows,
                    uint16_t *y);
+
+/* FP8 GEMM mode: x8 [S][K] e4m3 with sx [S], W8 [N][K] e4m3 with sw [N] ->
+ * y [nrows][N] bf16 = bf16((sum_k x8 * W8) * sx[row] * sw[n]) (FP32 sum of
+ * exact e4m3 products). */
+void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const float *sw, int S, int N, int K,
+                  const int *rows, int nrows, uint16_t *y);
+
+/* quant_rows: x [nrows][cols] bf16 -> q [nrows][cols] e4m3, s [nrows]:
+ * s = amax_row / 448 (1 if 0), code = e4m3_satfinite_rne(x * (448 / amax)). */
+void cpu_quant_rows_e4m3(const uint16_t *x, long nrows, int cols, uint8_t *q, float *s);
 
 /* qkv [S][3*H*D] bf16 grouped, pos [S][3] f32, qw, kw [D] bf16 ->
  * q, k, v [nrows][H*D] bf16 (q, k normed + RoPE'd; v copied). */

@@ -1,7 +1,12 @@
-/* gemm.c — stages qkv_gemm, out_gemm, fc1_gemm, fc2_gemm: y = x W^T.
+/* gemm.c — stages qkv_gemm, out_gemm, fc1_gemm, fc2_gemm: y = x W^T, and
+ * the FP8 GEMM mode's operands (per-row e4m3 quantisation).
  *
- * y[r][n] = bf16(sum_k x[rows[r]][k] * W[n][k]), BF16 operands widened to
+ * BF16: y[r][n] = bf16(sum_k x[rows[r]][k] * W[n][k]), operands widened to
  * FP32, FP32 accumulation, one BF16 rounding at the end.
+ * FP8 (--gemm fp8): y[r][n] = bf16((sum_k e4m3(x8[r][k]) * e4m3(W8[n][k]))
+ * * sx[r] * sw[n]): every product of two e4m3 values is exact in FP32, the
+ * sum is FP32, the two scales are applied once to the sum (what cuBLASLt's
+ * outer-vector scale mode computes, up to its summation order).
  *
  * Goto-style blocking: tasks are MC x NC output tiles (OpenMP, dynamic); per
  * KC slice a task widens its A block (MC x KC, row-sampled) and B block
@@ -23,16 +28,33 @@
 
 typedef float v8f __attribute__((vector_size(32)));
 
+/* The operands' element type: BF16 words or e4m3 codes (widened exactly). */
+typedef struct {
+    const void *p;
+    const float *e4m3; /* NULL: BF16 words; else e4m3 codes and their [256] values */
+} operand;
+
+/* Row r, columns k0..k0+kc-1 of a [*][K] operand, widened to FP32. */
+static void widen_row(operand a, size_t r, int K, int k0, int kc, float *dst, int stride)
+{
+    if (a.e4m3) {
+        const uint8_t *src = (const uint8_t *)a.p + r * K + k0;
+        for (int k = 0; k < kc; k++) dst[k * stride] = a.e4m3[src[k]];
+    } else {
+        const uint16_t *src = (const uint16_t *)a.p + r * K + k0;
+        for (int k = 0; k < kc; k++) dst[k * stride] = h3_bf16_to_f32(src[k]);
+    }
+}
+
 /* Packs rows m0..m0+mc-1 of A (row-sampled), k0..k0+kc-1, into MR-row
  * micro-panels Ap[panel][k][MR], zero-padding the last panel. */
-static void pack_a(const uint16_t *x, int K, const int *rows, int m0, int mc, int k0, int kc, float *Ap)
+static void pack_a(operand x, int K, const int *rows, int m0, int mc, int k0, int kc, float *Ap)
 {
     for (int p = 0; p < mc; p += MR) {
         float *dst = Ap + (size_t)p * kc; /* [kc][MR] */
         for (int i = 0; i < MR; i++) {
             if (p + i < mc) {
-                const uint16_t *src = x + (size_t)cpu_row(rows, m0 + p + i) * K + k0;
-                for (int k = 0; k < kc; k++) dst[k * MR + i] = h3_bf16_to_f32(src[k]);
+                widen_row(x, (size_t)cpu_row(rows, m0 + p + i), K, k0, kc, dst + i, MR);
             } else {
                 for (int k = 0; k < kc; k++) dst[k * MR + i] = 0.0f;
             }
@@ -42,14 +64,13 @@ static void pack_a(const uint16_t *x, int K, const int *rows, int m0, int mc, in
 
 /* Packs W rows n0..n0+nc-1, k0..k0+kc-1 into NR-column micro-panels
  * Bp[panel][k][NR], zero-padding the last panel. */
-static void pack_b(const uint16_t *W, int K, int n0, int nc, int k0, int kc, float *Bp)
+static void pack_b(operand W, int K, int n0, int nc, int k0, int kc, float *Bp)
 {
     for (int p = 0; p < nc; p += NR) {
         float *dst = Bp + (size_t)p * kc; /* [kc][NR] */
         for (int j = 0; j < NR; j++) {
             if (p + j < nc) {
-                const uint16_t *src = W + (size_t)(n0 + p + j) * K + k0;
-                for (int k = 0; k < kc; k++) dst[k * NR + j] = h3_bf16_to_f32(src[k]);
+                widen_row(W, (size_t)(n0 + p + j), K, k0, kc, dst + j, NR);
             } else {
                 for (int k = 0; k < kc; k++) dst[k * NR + j] = 0.0f;
             }
@@ -89,10 +110,10 @@ static __attribute__((noinline)) void micro_kernel(int kc, const float *restrict
 #undef ST
 }
 
-void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, const int *rows, int nrows,
-                   uint16_t *y)
+/* y [nrows][N] bf16 = bf16(acc * sx[r] * sw[n]) (sx, sw NULL: 1). */
+static void gemm_core(operand x, operand W, const float *sx, const float *sw, int N, int K, const int *rows,
+                      int nrows, uint16_t *y)
 {
-    (void)S;
     if (nrows <= 0 || N <= 0) return;
     const int mt = (nrows + MC - 1) / MC, nt = (N + NC - 1) / NC;
     if (K <= 0) {
@@ -122,12 +143,48 @@ void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, co
                 for (int i = 0; i < mc; i++) {
                     uint16_t *yr = y + (size_t)(m0 + i) * N + n0; /* [nc] of [nrows][N] bf16 */
                     const float *cr = Ct + (size_t)i * NC;
-                    for (int j = 0; j < nc; j++) yr[j] = h3_f32_to_bf16(cr[j]);
+                    const float rs = sx ? sx[cpu_row(rows, m0 + i)] : 1.0f;
+                    if (sx || sw)
+                        for (int j = 0; j < nc; j++) yr[j] = h3_f32_to_bf16(cr[j] * rs * (sw ? sw[n0 + j] : 1.0f));
+                    else
+                        for (int j = 0; j < nc; j++) yr[j] = h3_f32_to_bf16(cr[j]);
                 }
             }
         }
         free(Ap);
         free(Bp);
         free(Ct);
+    }
+}
+
+void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, const int *rows, int nrows,
+                   uint16_t *y)
+{
+    (void)S;
+    gemm_core((operand){x, NULL}, (operand){W, NULL}, NULL, NULL, N, K, rows, nrows, y);
+}
+
+void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const float *sw, int S, int N, int K,
+                  const int *rows, int nrows, uint16_t *y)
+{
+    (void)S;
+    float lut[256];
+    for (int c = 0; c < 256; c++) lut[c] = h3_e4m3_to_f32((uint8_t)c);
+    gemm_core((operand){x8, lut}, (operand){W8, lut}, sx, sw, N, K, rows, nrows, y);
+}
+
+void cpu_quant_rows_e4m3(const uint16_t *x, long nrows, int cols, uint8_t *q, float *s)
+{
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < nrows; r++) {
+        const uint16_t *xr = x + (size_t)r * cols;
+        float amax = 0.0f;
+        for (int c = 0; c < cols; c++) {
+            float a = fabsf(h3_bf16_to_f32(xr[c]));
+            if (a > amax) amax = a;
+        }
+        const float inv = amax > 0.0f ? 448.0f / amax : 1.0f;
+        s[r] = amax > 0.0f ? amax / 448.0f : 1.0f;
+        for (int c = 0; c < cols; c++) q[(size_t)r * cols + c] = h3_f32_to_e4m3(h3_bf16_to_f32(xr[c]) * inv);
     }
 }

@@ -99,6 +99,33 @@ __device__ __forceinline__ float h3d_block_sum(float v, float *scratch)
     return h3d_warp_sum(t);
 }
 
+/* Max over the block, same shape and contract as h3d_block_sum. */
+__device__ __forceinline__ float h3d_block_max(float v, float *scratch)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = h3d_warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < nw ? scratch[lane] : 0.0f;
+    return h3d_warp_max(t);
+}
+
+/* ---- per-row FP8 (the FP8 GEMM mode's activations and weights) ----
+ * s = amax / 448 (1 if amax == 0), code = e4m3(v * (448 / amax)): the
+ * convention of the attention operands (quant.cu), per row instead of per
+ * (head, group). The multiplier is an IEEE division, as on the CPU. */
+__device__ __forceinline__ float h3d_row_inv(float amax) { return amax > 0.0f ? 448.0f / amax : 1.0f; }
+__device__ __forceinline__ float h3d_row_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
+/* 8 floats times m -> 8 e4m3 codes, f[0] in byte 0. */
+__device__ __forceinline__ uint2 h3d_e4m3x8(const float f[8], float m)
+{
+    uint2 r;
+    r.x = h3d_e4m3x4(f[0] * m, f[1] * m, f[2] * m, f[3] * m);
+    r.y = h3d_e4m3x4(f[4] * m, f[5] * m, f[6] * m, f[7] * m);
+    return r;
+}
+
 /* silu(x) = x / (1 + e^-x) in FP32, the CPU's formula (cpu_internal.h);
  * expf(-x) = inf for very negative x gives -0, the right limit. */
 __device__ __forceinline__ float h3d_silu(float x) { return x / (1.0f + expf(-x)); }

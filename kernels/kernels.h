@@ -40,6 +40,29 @@ int h3k_gate_residual_norm_mod(const uint16_t *x, const uint16_t *y, const uint1
 /* u [S][F] = bf16(silu(g[:, :F]) * g[:, F:]), g [S][2F] */
 int h3k_swiglu(const uint16_t *g, int S, int F, uint16_t *u, h3_stream stream);
 
+/* ---- FP8 GEMM mode (--gemm fp8): per-row e4m3 operands for cuBLASLt ----
+ * Convention (cpu_ref.h quant_rows): per row, s = amax / 448 (1 if amax == 0),
+ * code = e4m3_satfinite_rne(x * (448 / amax)). */
+
+/* q [rows][cols] e4m3, s [rows] f32 from x [rows][cols] bf16 (weights: rows =
+ * output channels; activations: rows = tokens). */
+int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_t *q, float *s, h3_stream stream);
+
+/* h3k_rmsnorm_mod / h3k_gate_residual_norm_mod that also write the output
+ * row-quantised: out8 [S][C] e4m3, s8 [S]; the BF16 out may be NULL (not
+ * written). Need C a multiple of 8 and <= 32768. */
+int h3k_rmsnorm_mod_q8(const uint16_t *x, const uint16_t *w, const uint16_t *mod, const int32_t *tags, int S, int C,
+                       float eps, int slot_shift, int slot_scale, uint16_t *out, uint8_t *out8, float *s8,
+                       h3_stream stream);
+int h3k_gate_residual_norm_mod_q8(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags,
+                                  int S, int C, int slot_gate, uint16_t *xo, const uint16_t *w2, float eps,
+                                  int slot_shift, int slot_scale, uint16_t *b, uint8_t *b8, float *sb,
+                                  h3_stream stream);
+
+/* h3k_swiglu that also writes u row-quantised: u8 [S][F] e4m3, su [S]; u may
+ * be NULL. Needs F a multiple of 8 and <= 65536. */
+int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, h3_stream stream);
+
 /* qkv [S][3*H*128] (grouped per head) -> q8, k8 [H][S_pad][128], vt8
  * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. omega: the
  * 16 RoPE frequencies (cpu_rope_omega). Padding rows/keys are written as 0. */

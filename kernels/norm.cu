@@ -13,14 +13,17 @@
  * squares and the output (16-byte loads/stores, C = 5376 = 672 chunks of 8:
  * 192 threads x <= 4 chunks). Only the order of the FP32 sum of squares
  * differs from the CPU (lane tree + warp tree). A scalar kernel covers C not
- * a multiple of 8, C > 32768 or unaligned pointers. */
+ * a multiple of 8, C > 32768 or unaligned pointers.
+ * _q8 variants (FP8 GEMM mode): the BF16-rounded output row is also
+ * quantised to e4m3 with one scale per token (fp8_rows.cu's convention) for
+ * the next GEMM; the BF16 output is then optional (NULL: not written). */
 #include "common.cuh"
 #include "config.h"
 #include "kernels.h"
 
 #define NORM_CPT 4 /* 16-byte chunks per thread (registers) */
 
-template <bool RES>
+template <bool RES, bool Q8>
 __global__ void __launch_bounds__(1024)
     norm_mod_vec_kernel(const uint16_t *__restrict__ x,    // [S][C] bf16
                         const uint16_t *__restrict__ y,    // [S][C] bf16 (RES)
@@ -30,7 +33,9 @@ __global__ void __launch_bounds__(1024)
                         uint16_t *__restrict__ xo,         // [S][C] bf16 (RES)
                         const uint16_t *__restrict__ w,    // [C] bf16
                         float eps, int slot_shift, int slot_scale,
-                        uint16_t *__restrict__ out)        // [S][C] bf16
+                        uint16_t *__restrict__ out,        // [S][C] bf16 (may be NULL with Q8)
+                        uint8_t *__restrict__ out8,        // [S][C] e4m3 (Q8)
+                        float *__restrict__ s8)            // [S] row scales (Q8)
 {
     __shared__ float scratch[32];
     const int s = blockIdx.x, nch = C >> 3;
@@ -71,7 +76,26 @@ __global__ void __launch_bounds__(1024)
             h3d_unpack8(h3d_ld16(mt + (size_t)slot_scale * C + 8 * c), sc);
 #pragma unroll
             for (int j = 0; j < 8; j++) o[j] = __fmaf_rn(v[i][j] * rs * ww[j], 1.0f + sc[j], sh[j]);
-            h3d_st16(out + ro + 8 * c, h3d_pack8(o));
+            const uint4 pk = h3d_pack8(o);
+            if (!Q8 || out) h3d_st16(out + ro + 8 * c, pk);
+            if (Q8) h3d_unpack8(pk, v[i]); /* keep the BF16 output for the quantisation below */
+        }
+    }
+    if (Q8) {
+        /* FP8 GEMM mode: the row's BF16 outputs -> e4m3 codes with one scale
+         * per token (fp8_rows.cu's convention, cpu_ref quant_rows). */
+        float m = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NORM_CPT; i++)
+            if (threadIdx.x + i * blockDim.x < nch)
+#pragma unroll
+                for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(v[i][j]));
+        const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
+        if (threadIdx.x == 0) s8[s] = h3d_row_scale(amax);
+#pragma unroll
+        for (int i = 0; i < NORM_CPT; i++) {
+            const int c = threadIdx.x + i * blockDim.x;
+            if (c < nch) *(uint2 *)(out8 + ro + 8 * c) = h3d_e4m3x8(v[i], inv);
         }
     }
 }
@@ -110,7 +134,7 @@ __global__ void __launch_bounds__(256)
 template <bool RES>
 static int launch_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags, int S,
                            int C, int slot_gate, uint16_t *xo, const uint16_t *w, float eps, int slot_shift,
-                           int slot_scale, uint16_t *out, cudaStream_t st)
+                           int slot_scale, uint16_t *out, uint8_t *out8, float *s8, cudaStream_t st)
 {
     if (S <= 0) return 0;
     if (C <= 0) return (int)cudaErrorInvalidValue;
@@ -118,11 +142,22 @@ static int launch_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t 
     bool vec = C % 8 == 0 && nch <= NORM_CPT * 1024 && h3_aligned16(x) && h3_aligned16(mod) && h3_aligned16(w) &&
                h3_aligned16(out);
     if (RES) vec = vec && h3_aligned16(y) && h3_aligned16(xo);
+    if (out8) {
+        /* The FP8 output needs the row in registers: the vector path only
+         * (C a multiple of 8, <= 32768: every H3 config). */
+        if (!vec || ((uintptr_t)out8 & 7u) || !s8) return (int)cudaErrorInvalidValue;
+        int threads = (nch + NORM_CPT - 1) / NORM_CPT;
+        threads = (threads + 31) / 32 * 32;
+        norm_mod_vec_kernel<RES, true><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
+                                                              slot_scale, out, out8, s8);
+        return (int)cudaGetLastError();
+    }
+    if (!out) return (int)cudaErrorInvalidValue;
     if (vec) {
         int threads = (nch + NORM_CPT - 1) / NORM_CPT;
         threads = (threads + 31) / 32 * 32;
-        norm_mod_vec_kernel<RES><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
-                                                        slot_scale, out);
+        norm_mod_vec_kernel<RES, false><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
+                                                               slot_scale, out, nullptr, nullptr);
     } else {
         norm_mod_scalar_kernel<RES><<<S, 256, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
                                                        slot_scale, out);
@@ -134,7 +169,16 @@ extern "C" int h3k_rmsnorm_mod(const uint16_t *x, const uint16_t *w, const uint1
                                int C, float eps, int slot_shift, int slot_scale, uint16_t *out, h3_stream stream)
 {
     return launch_norm_mod<false>(x, nullptr, mod, tags, S, C, 0, nullptr, w, eps, slot_shift, slot_scale, out,
-                                  (cudaStream_t)stream);
+                                  nullptr, nullptr, (cudaStream_t)stream);
+}
+
+extern "C" int h3k_rmsnorm_mod_q8(const uint16_t *x, const uint16_t *w, const uint16_t *mod, const int32_t *tags,
+                                  int S, int C, float eps, int slot_shift, int slot_scale, uint16_t *out,
+                                  uint8_t *out8, float *s8, h3_stream stream)
+{
+    if (!out8) return (int)cudaErrorInvalidValue;
+    return launch_norm_mod<false>(x, nullptr, mod, tags, S, C, 0, nullptr, w, eps, slot_shift, slot_scale, out,
+                                  out8, s8, (cudaStream_t)stream);
 }
 
 extern "C" int h3k_gate_residual_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t *mod,
@@ -143,5 +187,15 @@ extern "C" int h3k_gate_residual_norm_mod(const uint16_t *x, const uint16_t *y, 
                                           h3_stream stream)
 {
     return launch_norm_mod<true>(x, y, mod, tags, S, C, slot_gate, xo, w2, eps, slot_shift, slot_scale, b,
+                                 nullptr, nullptr, (cudaStream_t)stream);
+}
+
+extern "C" int h3k_gate_residual_norm_mod_q8(const uint16_t *x, const uint16_t *y, const uint16_t *mod,
+                                             const int32_t *tags, int S, int C, int slot_gate, uint16_t *xo,
+                                             const uint16_t *w2, float eps, int slot_shift, int slot_scale,
+                                             uint16_t *b, uint8_t *b8, float *sb, h3_stream stream)
+{
+    if (!b8) return (int)cudaErrorInvalidValue;
+    return launch_norm_mod<true>(x, y, mod, tags, S, C, slot_gate, xo, w2, eps, slot_shift, slot_scale, b, b8, sb,
                                  (cudaStream_t)stream);
 }

@@ -1,8 +1,8 @@
 /* main.c — dit_block: load and validate one H3 block and its inputs, run it on
  * the GPU (or the CPU reference), print the per-op table and the checks.
  *
- * Exit codes: 0 all checks pass; 1 a stage check failed or an internal error;
- * 2 a user error (bad flag, unreadable or malformed file, no usable GPU with
+ * Exit codes: 0 all checks pass; 1 a stage check failed, the GPU is out of
+ * memory (the message gives the bytes needed) or an internal error; 2 a user error (bad flag, unreadable or malformed file, no usable GPU with
  * --gpu). */
 #include <omp.h>
 #include <stdio.h>
@@ -140,6 +140,10 @@ int main(int argc, char **argv)
         snprintf(err, sizeof err, "--gpu: no usable GPU: %s", why_cpu);
         die_user(err);
     }
+    if (!use_gpu && o.gemm == GEMM_FP8) {
+        snprintf(err, sizeof err, "--gemm fp8: the FP8 GEMM mode runs on the GPU only (%s)", why_cpu);
+        die_user(err);
+    }
     if (!use_gpu && o.path != PATH_CPU) fprintf(stderr, "dit_block: %s: running the CPU path\n", why_cpu);
 
     h3_inputs in;
@@ -153,6 +157,13 @@ int main(int argc, char **argv)
                 fprintf(stderr, "dit_block: CPU path: %d tokens instead of %d (pass --tokens N to change)\n", S,
                         H3_DEFAULT_TOKENS);
         }
+#ifdef H3_HAVE_CUDA
+        /* Before generating S tokens of inputs on the host: will they fit the GPU? */
+        if (use_gpu && gpu_check_fits(cfg, S, o.gemm == GEMM_FP8, err, sizeof err)) {
+            fprintf(stderr, "dit_block: %s\n", err);
+            return 1;
+        }
+#endif
         if (h3_inputs_default(cfg, S, o.seed, &in, err, sizeof err)) die_user(err);
     }
     require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");

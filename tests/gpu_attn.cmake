@@ -7,3 +7,9 @@ if(H3_HAVE_CUDA)
           LIBS "$<LINK_LIBRARY:WHOLE_ARCHIVE,h3kernels>" h3cpu h3core CUDA::cudart LABELS gpu)
   target_compile_definitions(test_gpu_attention PRIVATE H3_HAVE_CUDA) # CUDA_CHECK from src/check.h
 endif()
+# The shape sweep of the reliability issue (S = 1..4096 over every tile
+# residue, heads 1..8, S = 30271..30273 and 75600): same binary, --sweep.
+if(H3_HAVE_CUDA)
+  add_test(NAME test_gpu_attention_sweep COMMAND test_gpu_attention --sweep)
+  set_tests_properties(test_gpu_attention_sweep PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+endif()

@@ -91,7 +91,9 @@ expect2 "--check STAGES (case)" "${base[@]}" --check STAGES
 expect2 "--check missing" "${base[@]}" --check
 expect2 "--attn bogus" "${base[@]}" --attn bogus
 expect2 "--attn missing" "${base[@]}" --attn
-expect2 "--gemm fp8" "${base[@]}" --gemm fp8
+expect2 "--gemm bogus" "${base[@]}" --gemm bogus
+expect2 "--gemm FP8 (case)" "${base[@]}" --gemm FP8
+expect2 "--gemm fp8 with --cpu" "${base[@]}" --gemm fp8
 expect2 "--gemm missing" "${base[@]}" --gemm
 
 echo "== file flags without a value, unknown flags"

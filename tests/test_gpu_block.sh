@@ -2,9 +2,12 @@
 # test_gpu_block.sh DIT_BLOCK GEN_WEIGHTS WORKDIR [full]
 # The whole block on the GPU against the CPU reference:
 #   tiny config, 300 tokens (ragged tail): --check full, the CPU's own
-#   end-to-end chain over every row vs the GPU output, plus every stage check;
+#   end-to-end chain over every row vs the GPU output, plus every stage check,
+#   with both attention kernels and both GEMM modes (bf16, fp8);
 #   with "full": the full-size block (1.29 GB generated in WORKDIR) at 30272
-#   tokens with sampled-row stage checks.
+#   tokens with sampled-row stage checks in both GEMM modes, and an
+#   out-of-memory run (--tokens 4194304): exit 1, the bytes needed named, no
+#   output file (nor its temporary) left behind.
 # Exits 77 (skip) when there is no usable GPU.
 # Run alone: ctest --test-dir build -R test_gpu_block --output-on-failure
 set -uo pipefail
@@ -19,20 +22,38 @@ if [ $rc -eq 2 ] && grep -q "no usable GPU" <<<"$probe"; then
 fi
 [ $rc -eq 0 ] || { echo "probe run failed (rc $rc): $probe"; exit 1; }
 fail=0
-for attn in mma auto; do
-  if "$dit" --gpu --attn $attn --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 --quiet \
-       --json "$work/tiny_$attn.json" >"$work/tiny_$attn.log" 2>&1; then
-    echo "ok   tiny block, --attn $attn, --check full: $(grep -E '^block .*vs cpu chain' "$work/tiny_$attn.log")"
-  else
-    echo "FAIL tiny block, --attn $attn, --check full:"; tail -25 "$work/tiny_$attn.log"; fail=1
-  fi
+for gemm in bf16 fp8; do
+  for attn in mma auto; do
+    log=$work/tiny_${attn}_$gemm.log
+    if "$dit" --gpu --attn $attn --gemm $gemm --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
+         --quiet --json "$work/tiny_${attn}_$gemm.json" >"$log" 2>&1; then
+      echo "ok   tiny block, --attn $attn --gemm $gemm, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
+    else
+      echo "FAIL tiny block, --attn $attn --gemm $gemm, --check full:"; tail -30 "$log"; fail=1
+    fi
+  done
 done
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
-  if "$dit" --gpu --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet >"$work/full.log" 2>&1; then
-    echo "ok   full-size block, 30272 tokens, sampled stage checks: $(grep -E '^block total' "$work/full.log" | head -1)"
+  for gemm in bf16 fp8; do
+    if "$dit" --gpu --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
+         >"$work/full_$gemm.log" 2>&1; then
+      echo "ok   full-size block, 30272 tokens, --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_$gemm.log" | head -1)"
+    else
+      echo "FAIL full-size block, --gemm $gemm:"; tail -40 "$work/full_$gemm.log"; fail=1
+    fi
+  done
+  # Out of device memory: refused up front with the bytes, exit 1, no output.
+  rm -f "$work"/oom.safetensors*
+  "$dit" --gpu --weights "$work/block0.safetensors" --tokens 4194304 --output "$work/oom.safetensors" --quiet \
+    >"$work/oom.log" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "out of device memory: 4194304 tokens need .* bytes" "$work/oom.log" &&
+     [ "$(wc -l <"$work/oom.log")" -eq 1 ] && ! ls "$work"/oom.safetensors* >/dev/null 2>&1; then
+    echo "ok   out of memory (--tokens 4194304): exit 1, $(cat "$work/oom.log")"
   else
-    echo "FAIL full-size block:"; tail -30 "$work/full.log"; fail=1
+    echo "FAIL out of memory (--tokens 4194304): exit $rc (want 1), output files: $(ls "$work"/oom.safetensors* 2>/dev/null)"
+    head -5 "$work/oom.log"; fail=1
   fi
 fi
 [ $fail -eq 0 ] && echo "test_gpu_block: all passed" || echo "test_gpu_block: FAILED"

@@ -23,7 +23,13 @@
  *     relative, <= 1% of groups).
  *   GEMM: relative RMS <= 1e-2: FP32 accumulation on both sides, different
  *     order (tiling, split-K); the residual difference is the BF16 output
- *     rounding of nearly equal FP32 values (~1e-3 when they round apart). */
+ *     rounding of nearly equal FP32 values (~1e-3 when they round apart).
+ *     The FP8 GEMM (outer-vector scales) the same, against cpu_gemm_fp8 on
+ *     the same e4m3 operands.
+ *   FP8 GEMM-mode operands: the row quantiser bit-exact; the fused
+ *     norm/swiglu _q8 kernels: BF16 output identical to the BF16 kernel's,
+ *     codes exactly those of their own BF16 output, and within the FP8-code
+ *     tolerance above of the CPU's. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -493,6 +499,200 @@ static void test_gemm(h3_lt *lt, int S, int N, int K)
     free(x), free(W), free(ref), free(gpu);
 }
 
+/* ================= FP8 GEMM mode ================= */
+/* Row quantiser: codes and scales bit-exact (max is order-free, same IEEE
+ * multiply and RNE). Rows get magnitudes 2^U(-8, 8); row 1 is all zeros
+ * (scale 1, codes 0); one element is BF16's max (saturation stays finite). */
+typedef struct {
+    const uint16_t *x;
+    int rows, cols;
+    uint8_t *q;
+    float *s;
+} qrows_ctx;
+static int qrows_launch(void *p)
+{
+    qrows_ctx *c = p;
+    return h3k_quant_rows_e4m3(c->x, c->rows, c->cols, c->q, c->s, 0);
+}
+static void test_quant_rows(int rows, int cols)
+{
+    const size_t n = (size_t)rows * cols;
+    uint16_t *x = xmalloc(n * 2);
+    fill_bf16_normal(x, n, 0.0f, 1.0f);
+    for (int r = 0; r < rows; r++) {
+        const float f = exp2f((float)(16.0 * h3_uniform(g_seed, 2000, (uint64_t)r) - 8.0));
+        for (int c = 0; c < cols; c++) x[(size_t)r * cols + c] = h3_f32_to_bf16(h3_bf16_to_f32(x[(size_t)r * cols + c]) * f);
+    }
+    if (rows > 1) memset(x + cols, 0, (size_t)cols * 2);
+    if (rows > 2) x[2 * (size_t)cols] = 0x7f7f; /* 3.39e38 */
+    uint8_t *rq = xmalloc(n), *gq = xmalloc(n);
+    float *rs = xmalloc((size_t)rows * 4), *gs = xmalloc((size_t)rows * 4);
+    cpu_quant_rows_e4m3(x, rows, cols, rq, rs);
+    qrows_ctx c = {upload(x, n * 2), rows, cols, dalloc(n), dalloc((size_t)rows * 4)};
+    outbuf o[2] = {{c.q, n, gq}, {c.s, (size_t)rows * 4, gs}};
+    char what[128];
+    snprintf(what, sizeof what, "quant_rows_e4m3 rows=%d cols=%d", rows, cols);
+    if (run_twice(what, qrows_launch, &c, o, 2, 1) >= 0) {
+        cmp_codes(what, gq, rq, n, 1);
+        cmp_scales(what, gs, rs, (size_t)rows, 1);
+    }
+    cudaFree((void *)c.x), cudaFree(c.q), cudaFree(c.s);
+    free(x), free(rq), free(gq), free(rs), free(gs);
+}
+
+/* The fused norm / swiglu kernels with FP8 output: the BF16 output (when
+ * written) must equal the BF16 kernel's byte for byte, and the codes must be
+ * those of the CPU quantising the CPU's BF16 stage output (rare 1-ulp BF16
+ * flips may move a code by one step). */
+typedef struct {
+    const uint16_t *x, *y, *w, *mod, *g;
+    const int32_t *tags;
+    int S, C, which; /* 0 rmsnorm_mod_q8, 1 gate_residual_norm_mod_q8, 2 swiglu_q8 */
+    uint16_t *out, *xo;
+    uint8_t *q8;
+    float *s8;
+} q8_ctx;
+static int q8_launch(void *p)
+{
+    q8_ctx *c = p;
+    const float eps = 1e-5f;
+    if (c->which == 0)
+        return h3k_rmsnorm_mod_q8(c->x, c->w, c->mod, c->tags, c->S, c->C, eps, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA,
+                                  c->out, c->q8, c->s8, 0);
+    if (c->which == 1)
+        return h3k_gate_residual_norm_mod_q8(c->x, c->y, c->mod, c->tags, c->S, c->C, H3_SLOT_GATE_MSA, c->xo, c->w,
+                                             eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, c->out, c->q8, c->s8, 0);
+    return h3k_swiglu_q8(c->g, c->S, c->C, c->out, c->q8, c->s8, 0);
+}
+static void test_q8_fused(int S, int C, int which)
+{
+    const int M = 3;
+    const size_t n = (size_t)S * C, nm = (size_t)M * H3_SLOTS * C;
+    static const char *name[3] = {"rmsnorm_mod_q8", "gate_residual_norm_mod_q8", "swiglu_q8"};
+    uint16_t *x = xmalloc(n * 2), *y = xmalloc(n * 2), *w = xmalloc((size_t)C * 2), *mod = xmalloc(nm * 2),
+             *g = xmalloc(2 * n * 2), *ref = xmalloc(n * 2), *gout = xmalloc(n * 2), *gout2 = xmalloc(n * 2),
+             *gxo = xmalloc(n * 2);
+    int32_t *tags = xmalloc((size_t)S * 4);
+    fill_bf16_normal(x, n, 0.0f, 1.0f);
+    fill_bf16_normal(y, n, 0.0f, 2.0f);
+    fill_bf16_normal(w, (size_t)C, 1.0f, 0.2f);
+    fill_bf16_normal(mod, nm, 0.0f, 0.5f);
+    fill_bf16_normal(g, 2 * n, 0.0f, 3.0f);
+    fill_tags(tags, S, M);
+    q8_ctx c = {upload(x, n * 2), upload(y, n * 2), upload(w, (size_t)C * 2), upload(mod, nm * 2),
+                upload(g, 2 * n * 2), upload(tags, (size_t)S * 4), S, C, which, dalloc(n * 2), dalloc(n * 2),
+                dalloc(n), dalloc((size_t)S * 4)};
+    uint8_t *gq = xmalloc(n), *rq = xmalloc(n);
+    float *gs = xmalloc((size_t)S * 4), *rs = xmalloc((size_t)S * 4);
+    char what[160];
+    /* with the BF16 output written: it must be the BF16 kernel's, bit for bit */
+    snprintf(what, sizeof what, "%s S=%d C=%d (bf16 out too)", name[which], S, C);
+    outbuf o[4] = {{c.q8, n, gq}, {c.s8, (size_t)S * 4, gs}, {c.out, n * 2, gout}, {c.xo, n * 2, gxo}};
+    if (run_twice(what, q8_launch, &c, o, which == 1 ? 4 : 3, 1) >= 0) {
+        int rc = which == 0 ? h3k_rmsnorm_mod(c.x, c.w, c.mod, c.tags, S, C, 1e-5f, H3_SLOT_SHIFT_MSA,
+                                              H3_SLOT_SCALE_MSA, c.out, 0)
+                 : which == 1 ? h3k_gate_residual_norm_mod(c.x, c.y, c.mod, c.tags, S, C, H3_SLOT_GATE_MSA, c.xo, c.w,
+                                                           1e-5f, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, c.out, 0)
+                              : h3k_swiglu(c.g, S, C, c.out, 0);
+        CUDA_CHECK((cudaError_t)rc);
+        CUDA_CHECK(cudaMemcpy(gout2, c.out, n * 2, cudaMemcpyDeviceToHost));
+        result(!memcmp(gout, gout2, n * 2), "%s: BF16 output identical to the BF16 kernel's", what);
+        /* the CPU's BF16 stage output, from the GPU's own residual for the fused one */
+        if (which == 0)
+            cpu_rmsnorm_mod(x, w, mod, tags, S, C, 1e-5f, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, NULL, S, ref);
+        else if (which == 1)
+            cpu_rmsnorm_mod(gxo, w, mod, tags, S, C, 1e-5f, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, NULL, S, ref);
+        else
+            cpu_swiglu(g, S, C, NULL, S, ref);
+        cpu_quant_rows_e4m3(ref, S, C, rq, rs);
+        cmp_codes(what, gq, rq, n, 0);
+        cmp_scales(what, gs, rs, (size_t)S, 0);
+        /* and the GPU's codes are exactly its own BF16 output quantised */
+        cpu_quant_rows_e4m3(gout, S, C, rq, rs);
+        snprintf(what, sizeof what, "%s S=%d C=%d (codes of its own bf16 out)", name[which], S, C);
+        cmp_codes(what, gq, rq, n, 1);
+        cmp_scales(what, gs, rs, (size_t)S, 1);
+    }
+    /* without the BF16 output (what the FP8 block runs): same codes */
+    uint8_t *gq2 = xmalloc(n);
+    float *gs2 = xmalloc((size_t)S * 4);
+    CUDA_CHECK(cudaFree(c.out));
+    c.out = NULL;
+    snprintf(what, sizeof what, "%s S=%d C=%d (no bf16 out)", name[which], S, C);
+    outbuf o2[2] = {{c.q8, n, gq2}, {c.s8, (size_t)S * 4, gs2}};
+    if (run_twice(what, q8_launch, &c, o2, 2, 1) >= 0)
+        result(!memcmp(gq, gq2, n) && !memcmp(gs, gs2, (size_t)S * 4), "%s: codes and scales as with it", what);
+    cudaFree((void *)c.x), cudaFree((void *)c.y), cudaFree((void *)c.w), cudaFree((void *)c.mod);
+    cudaFree((void *)c.g), cudaFree((void *)c.tags), cudaFree(c.xo), cudaFree(c.q8), cudaFree(c.s8);
+    free(x), free(y), free(w), free(mod), free(g), free(ref), free(gout), free(gout2), free(gxo), free(tags);
+    free(gq), free(rq), free(gs), free(rs), free(gq2), free(gs2);
+}
+
+/* FP8 GEMM (cuBLASLt, outer-vector scales) vs cpu_gemm_fp8 on the same e4m3
+ * operands: rel RMS <= 1e-2, as the BF16 GEMM (FP32 sums in another order,
+ * then BF16 rounding). Operands: BF16 rows of random magnitude quantised per
+ * row, so a wrong or transposed scale vector shows at once. */
+typedef struct {
+    h3_lt *lt;
+    const uint8_t *x8, *W8;
+    const float *sx, *sw;
+    uint16_t *y;
+    int S, N, K;
+} gemm8_ctx;
+static int gemm8_launch(void *p)
+{
+    gemm8_ctx *c = p;
+    char err[512];
+    if (h3_lt_gemm_fp8(c->lt, c->x8, c->W8, c->sx, c->sw, c->y, c->S, c->N, c->K, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return (int)cudaErrorUnknown;
+    }
+    return 0;
+}
+static void test_gemm_fp8(h3_lt *lt, int S, int N, int K)
+{
+    const size_t nx = (size_t)S * K, nw = (size_t)N * K, ny = (size_t)S * N;
+    uint16_t *x = xmalloc(nx * 2), *W = xmalloc(nw * 2), *ref = xmalloc(ny * 2), *gpu = xmalloc(ny * 2);
+    fill_bf16_normal(x, nx, 0.0f, 1.0f);
+    fill_bf16_uniform(W, nw, -0.05f, 0.05f);
+    for (int r = 0; r < S; r++) { /* per-token magnitudes 2^U(-4, 4) */
+        const float f = exp2f((float)(8.0 * h3_uniform(g_seed, 3000, (uint64_t)r) - 4.0));
+        for (int k = 0; k < K; k++) x[(size_t)r * K + k] = h3_f32_to_bf16(h3_bf16_to_f32(x[(size_t)r * K + k]) * f);
+    }
+    for (int r = 0; r < N; r++) { /* per-channel magnitudes 2^U(-2, 2) */
+        const float f = exp2f((float)(4.0 * h3_uniform(g_seed, 3001, (uint64_t)r) - 2.0));
+        for (int k = 0; k < K; k++) W[(size_t)r * K + k] = h3_f32_to_bf16(h3_bf16_to_f32(W[(size_t)r * K + k]) * f);
+    }
+    uint8_t *x8 = xmalloc(nx), *W8 = xmalloc(nw);
+    float *sx = xmalloc((size_t)S * 4), *sw = xmalloc((size_t)N * 4);
+    cpu_quant_rows_e4m3(x, S, K, x8, sx);
+    cpu_quant_rows_e4m3(W, N, K, W8, sw);
+    cpu_gemm_fp8(x8, sx, W8, sw, S, N, K, NULL, S, ref);
+    gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sx, (size_t)S * 4), upload(sw, (size_t)N * 4),
+                   dalloc(ny * 2), S, N, K};
+    char what[128];
+    snprintf(what, sizeof what, "gemm_fp8 S=%d N=%d K=%d", S, N, K);
+    outbuf o = {c.y, ny * 2, gpu};
+    if (run_twice(what, gemm8_launch, &c, &o, 1, 0) >= 0) {
+        double se = 0.0, sr = 0.0;
+        size_t nonfin = 0;
+        for (size_t i = 0; i < ny; i++) {
+            const double g = h3_bf16_to_f32(gpu[i]), rr = h3_bf16_to_f32(ref[i]);
+            if (!isfinite(g)) {
+                nonfin++;
+                continue;
+            }
+            se += (g - rr) * (g - rr);
+            sr += rr * rr;
+        }
+        const double rel = sqrt(se / (sr > 0 ? sr : 1));
+        result(nonfin == 0 && rel <= 1e-2, "%s: rel RMS %.3e vs cpu_gemm_fp8 (limit 1e-2), %zu non-finite", what, rel,
+               nonfin);
+    }
+    cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
+    free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sw);
+}
+
 static void test_gemm_errors(h3_lt *lt)
 {
     uint16_t *d = dalloc(1 << 20);
@@ -549,6 +749,20 @@ int main(int argc, char **argv)
         test_swiglu(S_LIST[i], 100);
         if (!g_quick || S_LIST[i] <= 1000) test_swiglu(S_LIST[i], 14336);
     }
+    /* FP8 GEMM mode operands */
+    test_quant_rows(1, 256);
+    test_quant_rows(65, 100); /* cols not a multiple of 8: scalar path */
+    test_quant_rows(129, 5376);
+    test_quant_rows(300, 14336);
+    for (int i = 0; i < NS; i++) {
+        if (g_quick && S_LIST[i] > 1000) continue;
+        test_q8_fused(S_LIST[i], 256, 0);
+        test_q8_fused(S_LIST[i], 256, 1);
+        test_q8_fused(S_LIST[i], 512, 2);
+        test_q8_fused(S_LIST[i], 5376, 0);
+        test_q8_fused(S_LIST[i], 5376, 1);
+        test_q8_fused(S_LIST[i], 14336, 2);
+    }
     static const int HL[] = {1, 3, 56};
     for (int hi = 0; hi < 3; hi++)
         for (int i = 0; i < NS; i++) {
@@ -567,6 +781,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < (int)(sizeof GS / sizeof GS[0]); i++) test_gemm(lt, GS[i][0], GS[i][1], GS[i][2]);
         test_gemm(lt, 129, 256, 256); /* the cached descriptors of a repeated shape */
         if (!g_quick) test_gemm(lt, 1000, 5376, 7168); /* out_gemm's shape */
+        static const int G8[][3] = {{1, 256, 256}, {63, 512, 256}, {129, 768, 512}, {1000, 5376, 256}, {4097, 256, 512}};
+        for (int i = 0; i < (int)(sizeof G8 / sizeof G8[0]); i++) test_gemm_fp8(lt, G8[i][0], G8[i][1], G8[i][2]);
+        if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 7168);
         h3_lt_destroy(lt);
     }
 

@@ -36,17 +36,20 @@ for s in $steps; do
     fi ;;
   tests)
     log tests
-    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 240 >"$OUT/ctest.log" 2>&1
+    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 500 >"$OUT/ctest.log" 2>&1
     summary+=("tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
     grep -E "Failed|\*\*\*|Not Run" "$OUT/ctest.log" | head -20 ;;
   block)
     log "dit_block full size"
     [ -f weights/block0.safetensors ] || "$BUILD/tools/gen_weights" --seed 0 --out weights/block0.safetensors >"$OUT/gen.log" 2>&1
-    timeout 300 "$BUILD/dit_block" --weights weights/block0.safetensors --json "$OUT/block.json" --output /tmp/ours.safetensors >"$OUT/block.log" 2>&1
-    rc=$?; summary+=("dit_block: rc=$rc"); tail -45 "$OUT/block.log" ;;
+    for gemm in bf16 fp8; do
+      timeout 300 "$BUILD/dit_block" --gemm $gemm --weights weights/block0.safetensors --json "$OUT/block_$gemm.json" \
+        --output /tmp/ours_$gemm.safetensors >"$OUT/block_$gemm.log" 2>&1
+      rc=$?; summary+=("dit_block --gemm $gemm: rc=$rc $(grep -E '^block total' "$OUT/block_$gemm.log" | tr -s ' ' | tr '\n' ';')"); tail -50 "$OUT/block_$gemm.log"
+    done ;;
   bench)
     log bench
-    if [ -x tools/bench/run_all.sh ]; then timeout 420 tools/bench/run_all.sh "$BUILD" >"$OUT/bench.log" 2>&1; summary+=("bench: rc=$?"); tail -40 "$OUT/bench.log"; fi ;;
+    if [ -x tools/bench/run_all.sh ]; then timeout 570 tools/bench/run_all.sh "$BUILD" >"$OUT/bench.log" 2>&1; summary+=("bench: rc=$?"); tail -40 "$OUT/bench.log"; fi ;;
   sass)
     log sass
     for f in "$BUILD"/CMakeFiles/h3kernels.dir/kernels/attn_fp8_*.cu.o; do
@@ -72,8 +75,13 @@ for s in $steps; do
       timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/test_gpu_attention" --quick >"$OUT/sanitizer_$tool.log" 2>&1
       summary+=("compute-sanitizer $tool (attention, S <= 1000): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)")
     done
-    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_gpu_ops" --quick >"$OUT/sanitizer_ops.log" 2>&1
-    summary+=("compute-sanitizer memcheck (ops --quick): rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer_ops.log" | tail -1)") ;;
+    for tool in memcheck racecheck synccheck; do
+      timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/test_gpu_ops" --quick >"$OUT/sanitizer_ops_$tool.log" 2>&1
+      summary+=("compute-sanitizer $tool (ops --quick): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_ops_$tool.log" | tail -1) $(grep -cE '^PASS' "$OUT/sanitizer_ops_$tool.log") PASS")
+    done
+    # the shape sweep's small shapes (every tile residue) under memcheck
+    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_gpu_attention" --sweep --max-s 300 >"$OUT/sanitizer_sweep.log" 2>&1
+    summary+=("compute-sanitizer memcheck (attention sweep, S <= 300): rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer_sweep.log" | tail -1) $(grep -E "passed, .* failed" "$OUT/sanitizer_sweep.log" | tail -1)") ;;
   esac
 done
 log done

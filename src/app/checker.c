@@ -36,6 +36,13 @@ const h3_tolerance h3_tolerances[] = {
     {"gate_res2", 2e-3, 1.6e-2, "x + g*y in FP32, BF16 output: rare 1-ulp flips"},
     {"swiglu", 2e-3, 1.6e-2, "silu(g)*u in FP32 (expf vs GPU expf), BF16 output: rare 1-ulp flips"},
     {"block", 1e-2, 1e-1, "end to end: 1-ulp BF16 flips and 1-step FP8 flips propagate through nine stages"},
+    /* FP8 GEMM mode (--gemm fp8). The GEMM stages keep their BF16 rows above:
+     * cuBLASLt applies the outer-vector scales to an FP32 sum of exact e4m3
+     * products, so only the summation order and the BF16 rounding differ. */
+    {"rows_q8", 1e-3, 0, "codes of a BF16 stage output: <= 0.1% may differ (the rare 1-ulp BF16 flips of the stage), none beyond one step or 448*2^-7"},
+    {"row_scales", 1e-2, 0x1p-7, "amax/448 per token: <= 1% of rows may differ, by <= 2^-7 (a 1-ulp flip of the row's largest value)"},
+    {"quant_exact", 0, 0, "the GPU's own BF16 input, the same max and IEEE multiply and RNE: bit-exact"},
+    {"block_fp8", 6e-2, 4e-1, "end to end vs the CPU's BF16-GEMM chain: the e4m3 rounding of every GEMM operand (3 mantissa bits, per-row scales) is the error measured (4.0% on the tiny config on the H200; issue 6's goal of <= 2% is tracked in docs/accuracy.md, not asserted)"},
     {NULL, 0, 0, NULL},
 };
 
@@ -328,7 +335,8 @@ void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const 
     free(got);
 }
 
-void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress)
+void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress,
+                   const char *stage)
 {
     const int C = k->cfg->hidden;
     uint16_t *ref = malloc((size_t)k->S * C * 2);
@@ -337,8 +345,132 @@ void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_
     for (int i = 0; i < H3_T_COUNT; i++) wt.w[i] = k->blk->w[i];
     cpu_block_forward(k->cfg, &wt, k->S, k->in->x, k->in->temb, k->in->tags, k->in->pos, key_tile, 0, progress, ref,
                       NULL);
-    report_check *c = report_add_check(r, "block", "vs cpu chain (all rows)");
-    set_tol(c, "block");
+    report_check *c = report_add_check(r, stage, "vs cpu chain (all rows)");
+    set_tol(c, stage);
     h3_compare_bf16(c, out_gpu, ref, k->S, C, NULL, 1);
+    free(ref);
+}
+
+/* Scales: the fraction of rows that differ at all (rel_rms) and the largest
+ * relative difference (max_abs); tol_rms / tol_max bound them. */
+static void compare_scales(report_check *c, const float *got, const float *ref, long n)
+{
+    long differ = 0, far = 0;
+    double worst = 0;
+    for (long j = 0; j < n; j++) {
+        if (got[j] == ref[j]) continue;
+        differ++;
+        double rel = fabs((double)got[j] - ref[j]) / fabs((double)ref[j]);
+        if (!(rel <= c->tol_max)) far++;
+        if (!(rel <= worst)) worst = rel;
+    }
+    c->count = n;
+    c->rel_rms = n ? (double)differ / (double)n : 0;
+    c->max_abs = worst;
+    c->asserted = 1;
+    c->pass = far == 0 && c->rel_rms <= c->tol_rms;
+    if (!c->pass)
+        snprintf(c->detail, sizeof c->detail, "%ld of %ld scales differ (largest by %.3g relative)", differ, n, worst);
+}
+
+void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *ref_rows, int cols,
+                      const uint8_t *q8_gpu, const float *s_gpu)
+{
+    const int n = k->nrows;
+    uint8_t *rq = malloc((size_t)n * cols), *gq = malloc((size_t)n * cols);
+    float *rs = malloc(sizeof(float) * n), *gs = malloc(sizeof(float) * n);
+    CHECK(rq && gq && rs && gs, "out of host memory");
+    cpu_quant_rows_e4m3(ref_rows, n, cols, rq, rs);
+    for (int i = 0; i < n; i++) {
+        memcpy(gq + (size_t)i * cols, q8_gpu + (size_t)k->rows[i] * cols, cols);
+        gs[i] = s_gpu[k->rows[i]];
+    }
+    report_check *c = report_add_check(r, stage, "e4m3 codes vs cpu");
+    set_tol(c, "rows_q8");
+    h3_compare_e4m3(c, gq, rq, (long)n * cols);
+    c = report_add_check(r, stage, "row scales vs cpu");
+    set_tol(c, "row_scales");
+    compare_scales(c, gs, rs, n);
+    free(rq);
+    free(gq);
+    free(rs);
+    free(gs);
+}
+
+void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, const char *what, const uint16_t *x,
+                          long n, int cols, const int *rows, const uint8_t *q8_gpu, const float *s_gpu)
+{
+    (void)k;
+    uint16_t *xr = (uint16_t *)x;
+    uint8_t *gq = (uint8_t *)q8_gpu;
+    float *gs = (float *)s_gpu;
+    int gathered = rows != NULL;
+    if (gathered) { /* compact copies of the sampled rows */
+        xr = malloc((size_t)n * cols * 2);
+        gq = malloc((size_t)n * cols);
+        gs = malloc(sizeof(float) * n);
+        CHECK(xr && gq && gs, "out of host memory");
+        h3_gather_rows_bf16(x, cols, rows, (int)n, xr);
+        for (long i = 0; i < n; i++) {
+            memcpy(gq + (size_t)i * cols, q8_gpu + (size_t)rows[i] * cols, cols);
+            gs[i] = s_gpu[rows[i]];
+        }
+    }
+    uint8_t *rq = malloc((size_t)n * cols);
+    float *rs = malloc(sizeof(float) * n);
+    CHECK(rq && rs, "out of host memory");
+    cpu_quant_rows_e4m3(xr, n, cols, rq, rs);
+    char w[96];
+    snprintf(w, sizeof w, "%s codes vs cpu", what);
+    report_check *c = report_add_check(r, stage, w);
+    set_tol(c, "quant_exact");
+    h3_compare_e4m3(c, gq, rq, n * cols);
+    snprintf(w, sizeof w, "%s scales vs cpu", what);
+    c = report_add_check(r, stage, w);
+    set_tol(c, "quant_exact");
+    compare_scales(c, gs, rs, n);
+    if (gathered) {
+        free(xr);
+        free(gq);
+        free(gs);
+    }
+    free(rq);
+    free(rs);
+}
+
+void h3_check_gemm_fp8(report *r, const h3_check_ctx *k, const char *stage, const uint8_t *x8, const float *sx,
+                       const uint8_t *W8, const float *sw, int N, int K, const uint16_t *y_gpu)
+{
+    uint16_t *ref = malloc((size_t)k->nrows * N * 2), *got = malloc((size_t)k->nrows * N * 2);
+    CHECK(ref && got, "out of host memory");
+    cpu_gemm_fp8(x8, sx, W8, sw, k->S, N, K, k->rows, k->nrows, ref);
+    h3_gather_rows_bf16(y_gpu, N, k->rows, k->nrows, got);
+    report_check *c = report_add_check(r, stage, "fp8 vs cpu (same e4m3 operands)");
+    set_tol(c, stage);
+    h3_compare_bf16(c, got, ref, k->nrows, N, k->rows, 1);
+    free(ref);
+    free(got);
+}
+
+void h3_check_rmsnorm_mod_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x,
+                             const uint16_t *w, const uint16_t *mod, int slot_shift, int slot_scale,
+                             const uint8_t *q8_gpu, const float *s_gpu)
+{
+    const int C = k->cfg->hidden;
+    uint16_t *ref = malloc((size_t)k->nrows * C * 2);
+    CHECK(ref, "out of host memory");
+    cpu_rmsnorm_mod(x, w, mod, k->in->tags, k->S, C, k->cfg->eps, slot_shift, slot_scale, k->rows, k->nrows, ref);
+    h3_check_rows_q8(r, k, stage, ref, C, q8_gpu, s_gpu);
+    free(ref);
+}
+
+void h3_check_swiglu_q8(report *r, const h3_check_ctx *k, const uint16_t *g, const uint8_t *u8_gpu,
+                        const float *su_gpu)
+{
+    const int F = k->cfg->ffn;
+    uint16_t *ref = malloc((size_t)k->nrows * F * 2);
+    CHECK(ref, "out of host memory");
+    cpu_swiglu(g, k->S, F, k->rows, k->nrows, ref);
+    h3_check_rows_q8(r, k, "swiglu", ref, F, u8_gpu, su_gpu);
     free(ref);
 }

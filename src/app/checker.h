@@ -69,7 +69,33 @@ void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const ui
 void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *y,
                             const uint16_t *mod, int slot_gate, const uint16_t *out_gpu);
 void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu);
-/* End to end: the CPU's own chain over every row (progress bar) vs out_gpu. */
-void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress);
+/* End to end: the CPU's own chain (BF16 GEMMs) over every row (progress bar)
+ * vs out_gpu; stage "block", or "block_fp8" (its own tolerance) when the GPU
+ * ran the FP8 GEMM mode. */
+void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress,
+                   const char *stage);
+
+/* ---- FP8 GEMM mode ----
+ * A BF16 stage output that the GPU only kept row-quantised (q8 [S][cols]
+ * e4m3, s [S]): the CPU output on the sampled rows from ref_rows (nrows x
+ * cols, compact), quantised the same way, vs the GPU's codes and scales. */
+void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *ref_rows, int cols,
+                      const uint8_t *q8_gpu, const float *s_gpu);
+/* norm*_mod and swiglu in the FP8 mode: the CPU's BF16 stage output from the
+ * GPU's stage input, then h3_check_rows_q8. */
+void h3_check_rmsnorm_mod_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x,
+                             const uint16_t *w, const uint16_t *mod, int slot_shift, int slot_scale,
+                             const uint8_t *q8_gpu, const float *s_gpu);
+void h3_check_swiglu_q8(report *r, const h3_check_ctx *k, const uint16_t *g, const uint8_t *u8_gpu,
+                        const float *su_gpu);
+/* The row quantiser on the GPU's own BF16 input x [S][cols]: bit-exact on the
+ * sampled rows (stage out_quant), or on every row (weights: rows = NULL, n
+ * rows; stage "<gemm>" what "weights e4m3 vs cpu"). */
+void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, const char *what, const uint16_t *x,
+                          long n, int cols, const int *rows, const uint8_t *q8_gpu, const float *s_gpu);
+/* An FP8 GEMM: x8 [S][K] with sx [S], W8 [N][K] with sw [N] (the GPU's
+ * operands) -> y_gpu [S][N] vs cpu_gemm_fp8 on the sampled rows. */
+void h3_check_gemm_fp8(report *r, const h3_check_ctx *k, const char *stage, const uint8_t *x8, const float *sx,
+                       const uint8_t *W8, const float *sw, int N, int K, const uint16_t *y_gpu);
 
 #endif

@@ -32,8 +32,8 @@ static const char *usage_text =
     "  --sample N         rows checked per stage with --check stages (default 256)\n"
     "  --attn KERNEL      auto (default: sm90 on Hopper, else mma), mma (portable mma.sync),\n"
     "                     sm90 (wgmma + TMA, sm_90a only)\n"
-    "  --gemm bf16        GEMM precision (bf16 only for now)\n"
-    "  --cpu              run the whole block on the CPU reference (any --tokens)\n"
+    "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
+    "                     output channel) and activations (one per token), cuBLASLt FP8 (GPU only)\n"    "  --cpu              run the whole block on the CPU reference (any --tokens)\n"
     "  --cpu-exact        with --cpu: exact FP32 attention instead of the FP8 emulation\n"
     "  --gpu              require the GPU path (exit 2 if there is no usable GPU)\n"
     "  --quiet            no progress bars\n"
@@ -123,7 +123,9 @@ void parse_cli(int argc, char **argv, cli_options *o)
             else usage_error("--attn: '%s' is not one of auto, mma, sm90%s", v, "");
         } else if (!strcmp(a, "--gemm")) {
             TAKE();
-            if (strcmp(v, "bf16")) usage_error("--gemm: '%s' is not supported (bf16 only in this version)%s", v, "");
+            if (!strcmp(v, "bf16")) o->gemm = GEMM_BF16;
+            else if (!strcmp(v, "fp8")) o->gemm = GEMM_FP8;
+            else usage_error("--gemm: '%s' is not one of bf16, fp8%s", v, "");
         } else if (!strcmp(a, "--cpu")) {
             o->path = PATH_CPU;
         } else if (!strcmp(a, "--cpu-exact")) {

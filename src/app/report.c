@@ -51,21 +51,29 @@ static const char *row_check(const report *r, const report_row *row)
 
 void report_print(const report *r, FILE *f)
 {
-    fprintf(f, "\n%-28s %10s %7s %14s  %s\n", "stage", "median ms", "%", "rate", "check");
-    fprintf(f, "%-28s %10s %7s %14s  %s\n", "----------------------------", "---------", "------",
-            "-------------", "-----");
+    fprintf(f, "\n%-28s %10s %7s %14s %8s  %s\n", "stage", "median ms", "%", "rate", "of peak", "check");
+    fprintf(f, "%-28s %10s %7s %14s %8s  %s\n", "----------------------------", "---------", "------",
+            "-------------", "-------", "-----");
     double sum = 0;
-    for (int i = 0; i < r->n_rows; i++) sum += r->rows[i].ms;
+    for (int i = 0; i < r->n_rows; i++)
+        if (!r->rows[i].once) sum += r->rows[i].ms;
     for (int i = 0; i < r->n_rows; i++) {
         const report_row *row = &r->rows[i];
-        char rate[32] = "-";
-        if (row->ms > 0 && row->flops > 0)
-            snprintf(rate, sizeof rate, "%.1f %s", row->flops / (row->ms * 1e-3) / (r->path[0] == 'g' ? 1e12 : 1e9),
-                     r->path[0] == 'g' ? "TFLOPS" : "GFLOPS");
-        else if (row->ms > 0 && row->bytes > 0)
-            snprintf(rate, sizeof rate, "%.0f GB/s", row->bytes / (row->ms * 1e-3) / 1e9);
-        fprintf(f, "%-28s %10.3f %6.1f%% %14s  %s\n", row->name, row->ms, sum > 0 ? 100.0 * row->ms / sum : 0.0,
-                rate, row_check(r, row));
+        char rate[32] = "-", share[16], peak[16] = "-";
+        double v = 0;
+        if (row->ms > 0 && row->flops > 0) {
+            v = row->flops / (row->ms * 1e-3) / (r->path[0] == 'g' ? 1e12 : 1e9);
+            snprintf(rate, sizeof rate, "%.1f %s", v, r->path[0] == 'g' ? "TFLOPS" : "GFLOPS");
+        } else if (row->ms > 0 && row->bytes > 0) {
+            v = row->bytes / (row->ms * 1e-3) / 1e9;
+            snprintf(rate, sizeof rate, "%.0f GB/s", v);
+        }
+        if (v > 0 && row->ceiling > 0) snprintf(peak, sizeof peak, "%.0f%%", 100.0 * v / row->ceiling);
+        if (row->once)
+            snprintf(share, sizeof share, "once");
+        else
+            snprintf(share, sizeof share, "%.1f%%", sum > 0 ? 100.0 * row->ms / sum : 0.0);
+        fprintf(f, "%-28s %10.3f %7s %14s %8s  %s\n", row->name, row->ms, share, rate, peak, row_check(r, row));
     }
     fprintf(f, "%-28s %10.3f\n", "block total", r->total_ms);
     if (r->graph_ms > 0) fprintf(f, "%-28s %10.3f\n", "block total (CUDA graph)", r->graph_ms);
@@ -110,6 +118,8 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
             json_object_object_add(s, "tflops", json_object_new_double(row->flops / (row->ms * 1e-3) / 1e12));
         if (row->ms > 0 && row->bytes > 0)
             json_object_object_add(s, "gbps", json_object_new_double(row->bytes / (row->ms * 1e-3) / 1e9));
+        if (row->ceiling > 0) json_object_object_add(s, "ceiling", json_object_new_double(row->ceiling));
+        if (row->once) json_object_object_add(s, "once_per_timestep", json_object_new_boolean(1));
         json_object_object_add(s, "check", json_object_new_string(row_check(r, row)));
         json_object_array_add(stages, s);
     }

@@ -6,13 +6,15 @@
 #include <stdio.h>
 
 #define REPORT_MAX_ROWS 24
-#define REPORT_MAX_CHECKS 32
+#define REPORT_MAX_CHECKS 48
 
 typedef struct {
     char name[48];   /* a stage name, or "a+b" for a fused kernel covering two stages */
     double ms;       /* median wall time */
     double flops;    /* arithmetic work (GEMMs, attention), 0 for memory-bound stages */
     double bytes;    /* minimum device-memory traffic, for GB/s */
+    double ceiling;  /* the device's peak for this row's rate (TFLOPS or GB/s), 0 if unknown */
+    int once;        /* computed once per timestep and cached: not part of the block total */
 } report_row;
 
 typedef struct {
@@ -31,7 +33,7 @@ typedef struct {
     char path[8];         /* "gpu" or "cpu" */
     char device[128];
     char attn_kernel[64];
-    char gemm[16];
+    char gemm[64];
     int tokens, heads, hidden, repeat;
     report_row rows[REPORT_MAX_ROWS];
     int n_rows;

@@ -30,7 +30,7 @@ struct h3_lt {
 
 static const char *kind_types(int kind)
 {
-    return kind == LT_FP8 ? "A=e4m3 B=e4m3 C=bf16" : "A=bf16 B=bf16 C=bf16";
+    return kind == LT_FP8 ? "A=e4m3 B=e4m3 C=bf16, outer-vector scales" : "A=bf16 B=bf16 C=bf16";
 }
 
 h3_lt *h3_lt_create_err(char *err, size_t errlen)
@@ -129,6 +129,13 @@ static lt_entry *lt_get(h3_lt *lt, int kind, int m, int n, int k, int align, cha
                "A_SCALE_POINTER");
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy),
                "B_SCALE_POINTER");
+        /* One FP32 scale per output channel (A = W: m scales) and per token
+         * (B = x: n scales), cuBLAS >= 12.9 on sm_90 and later. */
+        const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof outer),
+               "A_SCALE_MODE outer vector");
+        LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof outer),
+               "B_SCALE_MODE outer vector");
     }
     LT_TRY(cublasLtMatrixLayoutCreate(&t->a, ab, (uint64_t)k, (uint64_t)m, (int64_t)k), "layout A");
     LT_TRY(cublasLtMatrixLayoutCreate(&t->b, ab, (uint64_t)k, (uint64_t)n, (int64_t)k), "layout B");

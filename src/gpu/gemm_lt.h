@@ -33,10 +33,10 @@ void h3_lt_destroy(h3_lt *lt); /* NULL is fine */
 int h3_lt_gemm_bf16(h3_lt *lt, const uint16_t *x, const uint16_t *W, uint16_t *y, int S, int N, int K,
                     cudaStream_t stream, char *err, size_t errlen);
 
-/* UNTESTED (compiled, never run yet): the FP8 variant for later.
- * y [S][N] bf16 = (x_scale * x [S][K] e4m3) . (w_scale * W [N][K] e4m3)^T,
- * x_scale, w_scale: device pointers to one FP32 each (per-tensor scales,
- * CUBLASLT_MATMUL_DESC_B/A_SCALE_POINTER). K must be a multiple of 16. */
+/* The FP8 GEMM mode: y [S][N] bf16 = bf16(x_scale[s] * w_scale[n] *
+ * sum_k x [S][K] e4m3 . W [N][K] e4m3): x_scale [S] (per token), w_scale [N]
+ * (per output channel), device FP32 vectors (cuBLASLt's outer-vector scale
+ * mode, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). K a multiple of 16. */
 int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
                    uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen);
 

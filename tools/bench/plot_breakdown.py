@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """plot_breakdown.py — per-op time of our block and of the PyTorch block, side by side.
 
-    python3 tools/bench/plot_breakdown.py --ours dit_block.json --torch torch_block.json --out breakdown.png
+    python3 tools/bench/plot_breakdown.py --ours dit_block.json [--ours-fp8 dit_block_fp8.json] \
+        --torch torch_block.json --out breakdown.png
 
 Reads dit_block --json ({"stages": [{"name", "ms"}], "total_ms"}) and torch_block.py's JSON
 (same form, plus eager_ms / compile_ms). Either file may be missing or lack stages: its bars
@@ -15,7 +16,7 @@ import json
 import os
 import sys
 
-STAGES = ["adaln", "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_gemm", "gate_res1",
+STAGES = ["adaln", "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_quant", "out_gemm", "gate_res1",
           "norm2_mod", "fc1_gemm", "swiglu", "fc2_gemm", "gate_res2"]
 
 
@@ -46,21 +47,21 @@ def stage_map(doc):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ours")
+    ap.add_argument("--ours-fp8", help="dit_block --gemm fp8 --json output (a third set of bars)")
     ap.add_argument("--torch")
     ap.add_argument("--out", default="breakdown.png")
     args = ap.parse_args()
-    ours, tb = load(args.ours), load(args.torch)
-    mo, mt = stage_map(ours), stage_map(tb)
-    names = [n for n in STAGES if n in mo or n in mt] + sorted((set(mo) | set(mt)) - set(STAGES))
+    ours, tb, o8 = load(args.ours), load(args.torch), load(args.ours_fp8)
+    mo, mt, m8 = stage_map(ours), stage_map(tb), stage_map(o8)
+    names = [n for n in STAGES if n in mo or n in mt or n in m8] + sorted((set(mo) | set(mt) | set(m8)) - set(STAGES))
     if not names:
         print("plot_breakdown: no per-stage data in either file; nothing to plot", file=sys.stderr)
         return 1
-    print(f"{'stage':<28} {'ours_ms':>9} {'torch_ms':>9}")
+    print(f"{'stage':<28} {'ours_ms':>9} {'fp8_ms':>9} {'torch_ms':>9}")
     for n in names:
-        a, b = mo.get(n, (None, n)), mt.get(n, (None, n))
-        fa = f"{a[0]:9.3f}" if a[0] is not None else f"{'-':>9}"
-        fb = f"{b[0]:9.3f}" if b[0] is not None else f"{'-':>9}"
-        print(f"{a[1] if a[0] is not None else n:<28} {fa} {fb}")
+        a, c, b = mo.get(n, (None, n)), m8.get(n, (None, n)), mt.get(n, (None, n))
+        cell = lambda v: f"{v[0]:9.3f}" if v[0] is not None else f"{'-':>9}"
+        print(f"{a[1] if a[0] is not None else n:<28} {cell(a)} {cell(c)} {cell(b)}")
 
     import matplotlib
     matplotlib.use("Agg")
@@ -68,12 +69,12 @@ def main():
 
     fig, ax = plt.subplots(figsize=(12, 5.5))
     xs = list(range(len(names)))
-    wd = 0.4
-    if mo:
-        ax.bar([x - wd / 2 for x in xs], [mo.get(n, (0.0,))[0] for n in names], wd, label="h3block (ours)")
-    if mt:
-        ax.bar([x + wd / 2 for x in xs], [mt.get(n, (0.0,))[0] for n in names], wd, label="PyTorch eager")
-    labels = [mo[n][1] if n in mo else n for n in names]
+    sets = [(m, lab) for m, lab in ((mo, "h3block, BF16 GEMMs"), (m8, "h3block, FP8 GEMMs"), (mt, "PyTorch eager"))
+            if m]
+    wd = 0.8 / max(len(sets), 1)
+    for i, (m, lab) in enumerate(sets):
+        ax.bar([x + (i - (len(sets) - 1) / 2) * wd for x in xs], [m.get(n, (0.0,))[0] for n in names], wd, label=lab)
+    labels = [mo[n][1] if n in mo else m8[n][1] if n in m8 else n for n in names]
     ax.set_xticks(xs)
     ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("ms (median)")
@@ -81,6 +82,8 @@ def main():
     if ours:
         tot = ours.get("total_ms") or sum(v[0] for v in mo.values())
         title.append(f"ours {tot:.2f} ms")
+    if o8:
+        title.append(f"ours FP8 {o8.get('total_ms') or sum(v[0] for v in m8.values()):.2f} ms")
     if tb:
         title.append(f"PyTorch eager {tb.get('eager_ms', tb.get('total_ms', float('nan'))):.2f} ms")
         if "compile_ms" in tb:

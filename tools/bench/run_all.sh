@@ -8,14 +8,14 @@
 # Steps, each independent (a failing step is logged and recorded, the next one runs):
 #   wheels, weights+inputs (generated if absent), bench_attn (our kernels, quant stage,
 #   accuracy vs FP64), peers_attention.py (SDPA cuDNN/flash BF16, cuDNN FP8), torch_block.py
-#   (eager + torch.compile), dit_block, compare_outputs.py, plot_breakdown.py, summary.
+#   (eager + torch.compile), dit_block (--gemm bf16 and fp8), compare_outputs.py, plot_breakdown.py, summary.
 # Files: the device tool returns at most 8 files from $OUT, so by default only two go there:
 # $OUT/bench_summary.json (the summary plus every tool's full JSON under "raw") and
 # $OUT/breakdown.png; the per-tool JSONs and run_all.log stay in $H3_BENCH_TMP (/tmp/h3bench)
 # with the big files (weights, outputs). H3_BENCH_FILES=all puts the per-tool JSONs and the log
 # in $OUT too. Everything printed also goes to stdout (the last lines are the summary table).
-# Time: every step has a cap and the whole run a budget ($H3_BENCH_BUDGET, default 400 s, so
-# that gpu_session.sh's 'timeout 420' still sees the summary), under the 10-minute limit.
+# Time: every step has a cap and the whole run a budget ($H3_BENCH_BUDGET, default 540 s, so
+# that gpu_session.sh's 'timeout 570' still sees the summary), under the 10-minute limit.
 # Env: H3_BENCH_SEQS (attention S list), H3_BENCH_TOKENS (block S, 30272), H3_BENCH_REPS (10),
 #      H3_WEIGHTS / H3_INPUTS (existing files to use instead of generating).
 set -euo pipefail
@@ -23,7 +23,7 @@ set -euo pipefail
 BUILD=${1:-build}
 OUT=${OUT:-./out}
 TMPD=${H3_BENCH_TMP:-/tmp/h3bench}
-BUDGET=${H3_BENCH_BUDGET:-400}
+BUDGET=${H3_BENCH_BUDGET:-540}
 SEQS=${H3_BENCH_SEQS:-4096,8192,16384,30272,75600}
 TOKENS=${H3_BENCH_TOKENS:-30272}
 REPS=${H3_BENCH_REPS:-10}
@@ -104,8 +104,12 @@ step dit_block 120 "$BUILD/dit_block" --weights "$W" --input "$IN" --json "$OUT/
     --output "$TMPD/ours_out.safetensors"
 step compare_outputs 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out.safetensors" "$TMPD/torch_out.safetensors" \
     --json "$OUT/compare.json"
-step plot_breakdown 30 python3 "$HERE/plot_breakdown.py" --ours "$OUT/dit_block.json" --torch "$OUT/torch_block.json" \
-    --out "$FINAL/breakdown.png"
+step dit_block_fp8 120 "$BUILD/dit_block" --gemm fp8 --weights "$W" --input "$IN" --json "$OUT/dit_block_fp8.json" \
+    --output "$TMPD/ours_out_fp8.safetensors"
+step compare_fp8 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8.safetensors" "$TMPD/torch_out.safetensors" \
+    --json "$OUT/compare_fp8.json"
+step plot_breakdown 30 python3 "$HERE/plot_breakdown.py" --ours "$OUT/dit_block.json" \
+    --ours-fp8 "$OUT/dit_block_fp8.json" --torch "$OUT/torch_block.json" --out "$FINAL/breakdown.png"
 
 # ---- summary (never fails the script)
 set +e

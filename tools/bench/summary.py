@@ -18,8 +18,9 @@ def load(name):
             return json.load(f)
     except Exception:
         return None
-ba, pa, tb, db, cmp_ = (load(n) for n in ("bench_attn.json", "peers_attention.json", "torch_block.json",
-                                           "dit_block.json", "compare.json"))
+ba, pa, tb, db, cmp_, db8, cmp8 = (load(n) for n in ("bench_attn.json", "peers_attention.json", "torch_block.json",
+                                                     "dit_block.json", "compare.json", "dit_block_fp8.json",
+                                                     "compare_fp8.json"))
 steps = [l.rstrip("\n").split("\t") for l in open(status_file) if l.strip()]
 summary = {"steps": [{"step": s[0], "status": s[1], "seconds": int(s[2])} for s in steps]}
 
@@ -75,18 +76,23 @@ if ba:
 print("\nblock (median ms)")
 blk = {"torch_eager_ms": (tb or {}).get("eager_ms"), "torch_compile_ms": (tb or {}).get("compile_ms"),
        "ours_ms": (db or {}).get("total_ms"), "S": (tb or {}).get("S") or (db or {}).get("S"),
-       "compile_s": (tb or {}).get("compile_s"), "output_rel_rms": (cmp_ or {}).get("rel_rms")}
+       "compile_s": (tb or {}).get("compile_s"), "output_rel_rms": (cmp_ or {}).get("rel_rms"),
+       "ours_graph_ms": (db or {}).get("graph_ms"), "ours_fp8_ms": (db8 or {}).get("total_ms"),
+       "ours_fp8_graph_ms": (db8 or {}).get("graph_ms"), "fp8_output_rel_rms": (cmp8 or {}).get("rel_rms")}
 summary["block"] = blk
 def f(x, fmt="{:.2f}"):
     return fmt.format(x) if isinstance(x, (int, float)) else "n/a"
 print(f"  PyTorch eager   {f(blk['torch_eager_ms'])}")
 print(f"  torch.compile   {f(blk['torch_compile_ms'])}   (compile {f(blk['compile_s'], '{:.0f}')} s)")
-print(f"  h3block (ours)  {f(blk['ours_ms'])}")
-if isinstance(blk["ours_ms"], (int, float)) and blk["ours_ms"] > 0:
-    for k in ("torch_eager_ms", "torch_compile_ms"):
-        if isinstance(blk[k], (int, float)):
-            print(f"  speed-up vs {k[:-3]}: {blk[k] / blk['ours_ms']:.2f}x")
-print(f"  output rel RMS ours vs PyTorch eager: {f(blk['output_rel_rms'], '{:.4%}')}")
+print(f"  h3block (ours)  {f(blk['ours_ms'])}   (CUDA graph {f(blk['ours_graph_ms'])})")
+print(f"  h3block FP8     {f(blk['ours_fp8_ms'])}   (CUDA graph {f(blk['ours_fp8_graph_ms'])})")
+for o in ("ours_ms", "ours_fp8_ms"):
+    if isinstance(blk[o], (int, float)) and blk[o] > 0:
+        for k in ("torch_eager_ms", "torch_compile_ms"):
+            if isinstance(blk[k], (int, float)):
+                print(f"  {o[:-3]} speed-up vs {k[:-3]}: {blk[k] / blk[o]:.2f}x")
+print(f"  output rel RMS ours vs PyTorch eager: {f(blk['output_rel_rms'], '{:.4%}')}, "
+      f"FP8 mode vs PyTorch eager: {f(blk['fp8_output_rel_rms'], '{:.4%}')}")
 
 print("\nsteps")
 for s in summary["steps"]:
@@ -96,6 +102,7 @@ failed = [s["step"] for s in summary["steps"] if s["status"] != "ok"]
 failed += sorted({f"{k}@S={S}: {v[2]}"[:120] for k, d in att.items() for S, v in d.items() if v[2] != "ok"})
 print("failures: " + (", ".join(failed) if failed else "none"))
 summary["failures"] = failed
-summary["raw"] = {"bench_attn": ba, "peers_attention": pa, "torch_block": tb, "dit_block": db, "compare": cmp_}
+summary["raw"] = {"bench_attn": ba, "peers_attention": pa, "torch_block": tb, "dit_block": db, "compare": cmp_,
+                  "dit_block_fp8": db8, "compare_fp8": cmp8}
 with open(summary_path, "w") as fh:
     json.dump(summary, fh, indent=1)

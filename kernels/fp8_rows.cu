@@ -1,0 +1,129 @@
+/* fp8_rows.cu — per-row e4m3 quantisation for the FP8 GEMM mode (--gemm fp8):
+ * the GEMM weights once at load (one scale per output channel) and the
+ * activations the GEMMs read (one scale per token), as cuBLASLt's "outer
+ * vector" scale mode takes them.
+ *
+ * Numerics (cpu_ref.h, quant_rows): per row, amax over the row's BF16
+ * values, s = amax / 448 (1 if amax == 0), code = cvt.rn.satfinite.e4m3(x *
+ * (448 / amax)) with an IEEE division. Max is exact in any order, so codes
+ * and scales equal the CPU's bit for bit.
+ *
+ * quant_rows: one block per row, two passes over the row (the second hits
+ *   L1/L2: rows are <= 28 KiB); 16-byte loads, 8-byte code stores.
+ * swiglu_q8: stage swiglu fused with the quantisation of its output: one
+ *   block per token row holds its F outputs in registers (BF16-rounded, as
+ *   the BF16 stage would store them), reduces amax and writes the codes; the
+ *   BF16 u is written too when asked (checks), else never leaves the SM. */
+#include "common.cuh"
+#include "kernels.h"
+
+#define ROWQ_THREADS 256
+#define SWQ_CPT 8 /* 16-byte chunks per thread held in registers */
+#define SWQ_MAX_THREADS 1024
+
+__global__ void __launch_bounds__(ROWQ_THREADS)
+    quant_rows_vec_kernel(const uint16_t *__restrict__ x, // [rows][cols] bf16
+                          int cols,
+                          uint8_t *__restrict__ q,        // [rows][cols] e4m3
+                          float *__restrict__ s)          // [rows]
+{
+    __shared__ float scratch[32];
+    const size_t ro = (size_t)blockIdx.x * cols;
+    const int nch = cols >> 3;
+    float m = 0.0f;
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
+        float v[8];
+        h3d_unpack8(h3d_ld16(x + ro + 8 * c), v);
+#pragma unroll
+        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(v[j]));
+    }
+    const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
+    if (threadIdx.x == 0) s[blockIdx.x] = h3d_row_scale(amax);
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
+        float v[8];
+        h3d_unpack8(h3d_ld16_stream(x + ro + 8 * c), v);
+        *(uint2 *)(q + ro + 8 * c) = h3d_e4m3x8(v, inv);
+    }
+}
+
+__global__ void __launch_bounds__(ROWQ_THREADS)
+    quant_rows_scalar_kernel(const uint16_t *__restrict__ x, int cols, uint8_t *__restrict__ q, float *__restrict__ s)
+{
+    __shared__ float scratch[32];
+    const size_t ro = (size_t)blockIdx.x * cols;
+    float m = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(h3d_bf16(x[ro + c])));
+    const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
+    if (threadIdx.x == 0) s[blockIdx.x] = h3d_row_scale(amax);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        q[ro + c] = (uint8_t)(h3d_e4m3x2(h3d_bf16(x[ro + c]) * inv, 0.0f) & 0xffu);
+}
+
+extern "C" int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_t *q, float *s, h3_stream stream)
+{
+    if (rows <= 0) return 0;
+    if (cols <= 0) return (int)cudaErrorInvalidValue;
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (cols % 8 == 0 && h3_aligned16(x) && ((uintptr_t)q & 7u) == 0)
+        quant_rows_vec_kernel<<<rows, ROWQ_THREADS, 0, st>>>(x, cols, q, s);
+    else
+        quant_rows_scalar_kernel<<<rows, ROWQ_THREADS, 0, st>>>(x, cols, q, s);
+    return (int)cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(SWQ_MAX_THREADS)
+    swiglu_q8_kernel(const uint16_t *__restrict__ g, // [S][2F] bf16 (gate | up)
+                     int F,
+                     uint16_t *__restrict__ u,       // [S][F] bf16, may be NULL
+                     uint8_t *__restrict__ u8,       // [S][F] e4m3
+                     float *__restrict__ su)         // [S]
+{
+    __shared__ float scratch[32];
+    const int s = blockIdx.x, nch = F >> 3;
+    const uint16_t *gr = g + (size_t)s * 2 * F;
+    /* The row waits for its amax as packed BF16 (4 registers per chunk, not
+     * 8): fewer registers, more rows in flight per SM. */
+    uint4 pk[SWQ_CPT];
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < SWQ_CPT; i++) {
+        const int c = threadIdx.x + i * blockDim.x;
+        if (c < nch) {
+            float a[8], b[8];
+            h3d_unpack8(h3d_ld16_stream(gr + 8 * c), a);
+            h3d_unpack8(h3d_ld16_stream(gr + F + 8 * c), b);
+#pragma unroll
+            for (int j = 0; j < 8; j++) a[j] = h3d_silu(a[j]) * b[j];
+            pk[i] = h3d_pack8(a);
+            if (u) h3d_st16(u + (size_t)s * F + 8 * c, pk[i]);
+            h3d_unpack8(pk[i], a); /* quantise the BF16 value the BF16 stage would store */
+#pragma unroll
+            for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(a[j]));
+        }
+    }
+    const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
+    if (threadIdx.x == 0) su[s] = h3d_row_scale(amax);
+#pragma unroll
+    for (int i = 0; i < SWQ_CPT; i++) {
+        const int c = threadIdx.x + i * blockDim.x;
+        if (c < nch) {
+            float a[8];
+            h3d_unpack8(pk[i], a);
+            *(uint2 *)(u8 + (size_t)s * F + 8 * c) = h3d_e4m3x8(a, inv);
+        }
+    }
+}
+
+extern "C" int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, h3_stream stream)
+{
+    if (S <= 0) return 0;
+    const int nch = F / 8;
+    /* The row must fit the registers of one block: F <= 8 x 8 x 1024. */
+    if (F <= 0 || F % 8 || nch > SWQ_CPT * SWQ_MAX_THREADS || !h3_aligned16(g) || (u && !h3_aligned16(u)) ||
+        ((uintptr_t)u8 & 7u))
+        return (int)cudaErrorInvalidValue;
+    int threads = (nch + SWQ_CPT - 1) / SWQ_CPT;
+    threads = (threads + 31) / 32 * 32;
+    swiglu_q8_kernel<<<S, threads, 0, (cudaStream_t)stream>>>(g, F, u, u8, su);
+    return (int)cudaGetLastError();
+}
