@@ -540,6 +540,40 @@ static void test_quant_rows(int rows, int cols)
     free(x), free(rq), free(gq), free(rs), free(gs);
 }
 
+/* Row-quantised codes and scales vs the CPU's. A row whose largest BF16
+ * value flipped by one ulp has another scale (by <= 2^-7), so most of its
+ * codes may move by one step: allowed for max(1, 1%) of the rows; in the
+ * other rows <= 1e-3 of the codes may differ; nowhere beyond one step. */
+static int cmp_row_codes(const char *what, const uint8_t *gq, const uint8_t *rq, const float *gs, const float *rs,
+                         int rows, int cols)
+{
+    size_t off_rows = 0, far_scale = 0, diff = 0, gt1 = 0, nan = 0, same_n = 0;
+    for (int r = 0; r < rows; r++) {
+        const int same = gs[r] == rs[r];
+        if (!same) {
+            off_rows++;
+            if (!(fabs((double)gs[r] - rs[r]) <= ldexp(fabs((double)rs[r]), -7))) far_scale++;
+        }
+        same_n += same ? (size_t)cols : 0;
+        for (int c = 0; c < cols; c++) {
+            const size_t e = (size_t)r * cols + c;
+            if ((gq[e] & 0x7f) == 0x7f) {
+                nan++;
+                continue;
+            }
+            if (gq[e] == rq[e]) continue;
+            diff += same;
+            if (!h3_e4m3_codes_close(gq[e], rq[e])) gt1++;
+        }
+    }
+    const size_t rows_allowed = rows / 100 > 1 ? (size_t)rows / 100 : 1, allowed = same_n / 1000;
+    const int ok = nan == 0 && gt1 == 0 && far_scale == 0 && off_rows <= rows_allowed && diff <= allowed;
+    result(ok, "%s: %zu rows with another scale (allowed %zu, each <= 2^-7: %zu beyond), %zu of %zu codes differ in the "
+           "others (allowed %zu), %zu beyond one step, %zu NaN/poison", what, off_rows, rows_allowed, far_scale, diff,
+           same_n, allowed, gt1, nan);
+    return ok;
+}
+
 /* The fused norm / swiglu kernels with FP8 output: the BF16 output (when
  * written) must equal the BF16 kernel's byte for byte, and the codes must be
  * those of the CPU quantising the CPU's BF16 stage output (rare 1-ulp BF16
@@ -605,8 +639,7 @@ static void test_q8_fused(int S, int C, int which)
         else
             cpu_swiglu(g, S, C, NULL, S, ref);
         cpu_quant_rows_e4m3(ref, S, C, rq, rs);
-        cmp_codes(what, gq, rq, n, 0);
-        cmp_scales(what, gs, rs, (size_t)S, 0);
+        cmp_row_codes(what, gq, rq, gs, rs, S, C);
         /* and the GPU's codes are exactly its own BF16 output quantised */
         cpu_quant_rows_e4m3(gout, S, C, rq, rs);
         snprintf(what, sizeof what, "%s S=%d C=%d (codes of its own bf16 out)", name[which], S, C);

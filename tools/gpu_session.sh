@@ -79,9 +79,11 @@ for s in $steps; do
       timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/test_gpu_ops" --quick >"$OUT/sanitizer_ops_$tool.log" 2>&1
       summary+=("compute-sanitizer $tool (ops --quick): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_ops_$tool.log" | tail -1) $(grep -cE '^PASS' "$OUT/sanitizer_ops_$tool.log") PASS")
     done
-    # the shape sweep's small shapes (every tile residue) under memcheck
-    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/test_gpu_attention" --sweep --max-s 300 >"$OUT/sanitizer_sweep.log" 2>&1
-    summary+=("compute-sanitizer memcheck (attention sweep, S <= 300): rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/sanitizer_sweep.log" | tail -1) $(grep -E "passed, .* failed" "$OUT/sanitizer_sweep.log" | tail -1)") ;;
+    # the shape sweep's small shapes (every residue of every tile) under each tool
+    for tool in memcheck racecheck synccheck; do
+      timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/test_gpu_attention" --sweep --max-s 300 >"$OUT/sanitizer_sweep_$tool.log" 2>&1
+      summary+=("compute-sanitizer $tool (attention sweep, S <= 300): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_sweep_$tool.log" | tail -1) $(grep -E 'passed, .* failed' "$OUT/sanitizer_sweep_$tool.log" | tail -1)")
+    done ;;
   esac
 done
 log done

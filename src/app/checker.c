@@ -39,8 +39,8 @@ const h3_tolerance h3_tolerances[] = {
     /* FP8 GEMM mode (--gemm fp8). The GEMM stages keep their BF16 rows above:
      * cuBLASLt applies the outer-vector scales to an FP32 sum of exact e4m3
      * products, so only the summation order and the BF16 rounding differ. */
-    {"rows_q8", 1e-3, 0, "codes of a BF16 stage output: <= 0.1% may differ (the rare 1-ulp BF16 flips of the stage), none beyond one step or 448*2^-7"},
-    {"row_scales", 1e-2, 0x1p-7, "amax/448 per token: <= 1% of rows may differ, by <= 2^-7 (a 1-ulp flip of the row's largest value)"},
+    {"rows_q8", 1e-3, 0, "codes of a BF16 stage output: <= 0.1% may differ in rows whose scales agree (the rare 1-ulp BF16 flips of the stage), none anywhere beyond one step or 448*2^-7"},
+    {"row_scales", 1e-2, 0x1p-7, "amax/448 per token: <= 1% of rows (at least one) may differ, by <= 2^-7 (a 1-ulp flip of the row's largest value)"},
     {"quant_exact", 0, 0, "the GPU's own BF16 input, the same max and IEEE multiply and RNE: bit-exact"},
     {"block_fp8", 6e-2, 4e-1, "end to end vs the CPU's BF16-GEMM chain: the e4m3 rounding of every GEMM operand (3 mantissa bits, per-row scales) is the error measured (4.0% on the tiny config on the H200; issue 6's goal of <= 2% is tracked in docs/accuracy.md, not asserted)"},
     {NULL, 0, 0, NULL},
@@ -355,6 +355,8 @@ void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_
  * relative difference (max_abs); tol_rms / tol_max bound them. */
 static void compare_scales(report_check *c, const float *got, const float *ref, long n)
 {
+    /* tol_rms is a fraction of rows; at least one row may differ when any may */
+    const double allowed = c->tol_rms > 0 && c->tol_rms * n < 1 ? 1.0 / n : c->tol_rms;
     long differ = 0, far = 0;
     double worst = 0;
     for (long j = 0; j < n; j++) {
@@ -368,7 +370,7 @@ static void compare_scales(report_check *c, const float *got, const float *ref, 
     c->rel_rms = n ? (double)differ / (double)n : 0;
     c->max_abs = worst;
     c->asserted = 1;
-    c->pass = far == 0 && c->rel_rms <= c->tol_rms;
+    c->pass = far == 0 && c->rel_rms <= allowed;
     if (!c->pass)
         snprintf(c->detail, sizeof c->detail, "%ld of %ld scales differ (largest by %.3g relative)", differ, n, worst);
 }
@@ -385,9 +387,35 @@ void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const
         memcpy(gq + (size_t)i * cols, q8_gpu + (size_t)k->rows[i] * cols, cols);
         gs[i] = s_gpu[k->rows[i]];
     }
+    /* A row whose largest value flipped by one BF16 ulp has another scale,
+     * so most of its codes may move by one step: such rows are held to "no
+     * code beyond one step" only; the differing fraction is over the rows
+     * whose scales agree. */
     report_check *c = report_add_check(r, stage, "e4m3 codes vs cpu");
     set_tol(c, "rows_q8");
-    h3_compare_e4m3(c, gq, rq, (long)n * cols);
+    long differ = 0, far = 0, same_n = 0, first = -1;
+    for (int i = 0; i < n; i++) {
+        const int same = gs[i] == rs[i];
+        same_n += same ? cols : 0;
+        for (int j = 0; j < cols; j++) {
+            const size_t e = (size_t)i * cols + j;
+            if (gq[e] == rq[e]) continue;
+            differ += same;
+            if (!h3_e4m3_codes_close(gq[e], rq[e])) {
+                far++;
+                if (first < 0) first = (long)e;
+            }
+        }
+    }
+    c->count = (long)n * cols;
+    c->rel_rms = same_n ? (double)differ / (double)same_n : 0;
+    c->max_abs = (double)far;
+    c->asserted = 1;
+    c->pass = far == 0 && c->rel_rms <= c->tol_rms;
+    if (!c->pass)
+        snprintf(c->detail, sizeof c->detail,
+                 "%ld of %ld codes differ in rows with equal scales, %ld beyond one step (first at token %d, col %ld)",
+                 differ, same_n, far, first >= 0 ? k->rows[first / cols] : -1, first >= 0 ? first % cols : -1L);
     c = report_add_check(r, stage, "row scales vs cpu");
     set_tol(c, "row_scales");
     compare_scales(c, gs, rs, n);
