@@ -159,7 +159,7 @@ int main(int argc, char **argv)
         }
 #ifdef H3_HAVE_CUDA
         /* Before generating S tokens of inputs on the host: will they fit the GPU? */
-        if (use_gpu && gpu_check_fits(cfg, S, o.gemm == GEMM_FP8, err, sizeof err)) {
+        if (use_gpu && o.gpus == 1 && gpu_check_fits(cfg, S, o.gemm == GEMM_FP8, err, sizeof err)) {
             fprintf(stderr, "dit_block: %s\n", err);
             return 1;
         }
@@ -183,7 +183,8 @@ int main(int argc, char **argv)
     if (use_gpu) {
 #ifdef H3_HAVE_CUDA
         int user_error = 0;
-        if (gpu_run_block(&o, &gi, &blk, &in, &r, out, &user_error, err, sizeof err)) {
+        const int sp = o.gpus > 1 || o.sp_one_device;
+        if ((sp ? gpu_run_block_sp : gpu_run_block)(&o, &gi, &blk, &in, &r, out, &user_error, err, sizeof err)) {
             fprintf(stderr, "dit_block: %s\n", err);
             return user_error ? 2 : 1;
         }

@@ -4,8 +4,14 @@
  *                          T <name as hex of its UTF-8 bytes> <dtype> <shape, d0xd1x..., "-" if rank 0> <fnv1a64 of its bytes>
  *                        and one per metadata entry: M <key hex> <value hex>
  *   st_tool write FILE   writes the fixed multi-dtype file that tests/python/test_st_interop.py expects
+ *   st_tool diff A B NAME TOL
+ *                        BF16 tensor NAME of A vs B: prints relative RMS ||a - b|| / ||b|| and
+ *                        the max abs difference; exit 0 when shapes match, every value is
+ *                        finite and the relative RMS is <= TOL, else 1 (tests/test_gpu_sp.sh)
  * Run alone: build/tests/st_tool dump tests/data/good_small.safetensors */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "numerics.h"
@@ -53,6 +59,42 @@ static int dump(const char *path)
     return 0;
 }
 
+static int diff(const char *pa, const char *pb, const char *name, double tol)
+{
+    st_file fa, fb;
+    char err[512];
+    if (st_open(pa, &fa, err, sizeof err) || st_open(pb, &fb, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const st_tensor *a = st_find(&fa, name), *b = st_find(&fb, name);
+    int ok = a && b && a->dtype == ST_BF16 && b->dtype == ST_BF16 && st_numel(a) == st_numel(b);
+    if (!ok) {
+        fprintf(stderr, "st_tool diff: tensor '%s' missing, not BF16 or of different sizes\n", name);
+    } else {
+        const uint16_t *x = a->data, *y = b->data;
+        double se = 0, sr = 0, mx = 0;
+        long nonfinite = 0;
+        for (int64_t i = 0; i < st_numel(a); i++) {
+            const double u = h3_bf16_to_f32(x[i]), v = h3_bf16_to_f32(y[i]);
+            if (!isfinite(u) || !isfinite(v)) {
+                nonfinite++;
+                continue;
+            }
+            se += (u - v) * (u - v);
+            sr += v * v;
+            if (fabs(u - v) > mx) mx = fabs(u - v);
+        }
+        const double rel = sr > 0 ? sqrt(se / sr) : sqrt(se);
+        ok = nonfinite == 0 && rel <= tol;
+        printf("%s: rel RMS %.3e (tol %.1e), max abs %.3e, %ld non-finite over %lld values\n", name, rel, tol, mx,
+               nonfinite, (long long)st_numel(a));
+    }
+    st_close(&fa);
+    st_close(&fb);
+    return ok ? 0 : 1;
+}
+
 /* The values are integer formulas so the Python side rebuilds them exactly. */
 static int write_fixed(const char *path)
 {
@@ -96,6 +138,7 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "dump") == 0) return dump(argv[2]);
     if (argc == 3 && strcmp(argv[1], "write") == 0) return write_fixed(argv[2]);
-    fprintf(stderr, "usage: %s dump|write FILE\n", argv[0]);
+    if (argc == 6 && strcmp(argv[1], "diff") == 0) return diff(argv[2], argv[3], argv[4], strtod(argv[5], NULL));
+    fprintf(stderr, "usage: %s dump|write FILE | diff A B TENSOR TOL\n", argv[0]);
     return 2;
 }

@@ -33,7 +33,11 @@ static const char *usage_text =
     "  --attn KERNEL      auto (default: sm90 on Hopper, else mma), mma (portable mma.sync),\n"
     "                     sm90 (wgmma + TMA, sm_90a only)\n"
     "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
-    "                     output channel) and activations (one per token), cuBLASLt FP8 (GPU only)\n"    "  --cpu              run the whole block on the CPU reference (any --tokens)\n"
+    "                     output channel) and activations (one per token), cuBLASLt FP8 (GPU only)\n"    "  --gpus P           sequence parallel (Ulysses) over P GPUs of this host, P dividing the\n"
+    "                     head count (56: 1, 2, 4, 7, 8); one process, NCCL all-to-alls (default 1)\n"
+    "  --sp-one-device    with --gpus P: run the P ranks on GPU 0 one after another, exchanges as\n"
+    "                     device copies (checks the sharding on one GPU; times are sums)\n"
+    "  --cpu              run the whole block on the CPU reference (any --tokens)\n"
     "  --cpu-exact        with --cpu: exact FP32 attention instead of the FP8 emulation\n"
     "  --gpu              require the GPU path (exit 2 if there is no usable GPU)\n"
     "  --quiet            no progress bars\n"
@@ -71,6 +75,8 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->repeat = 10;
     o->warmup = 2;
     o->sample = 256;
+    o->gpus = 1;
+    int check_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -111,6 +117,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
             o->sample = (int)parse_int(a, v, 1, 1 << 22);
         } else if (!strcmp(a, "--check")) {
             TAKE();
+            check_given = 1;
             if (!strcmp(v, "stages")) o->check = CHECK_STAGES;
             else if (!strcmp(v, "full")) o->check = CHECK_FULL;
             else if (!strcmp(v, "none")) o->check = CHECK_NONE;
@@ -134,6 +141,11 @@ void parse_cli(int argc, char **argv, cli_options *o)
             o->path = PATH_GPU;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+        } else if (!strcmp(a, "--gpus")) {
+            TAKE();
+            o->gpus = (int)parse_int(a, v, 1, 8);
+        } else if (!strcmp(a, "--sp-one-device")) {
+            o->sp_one_device = 1;
         } else {
             usage_error("unknown flag '%s'%s", a, "");
         }
@@ -141,4 +153,12 @@ void parse_cli(int argc, char **argv, cli_options *o)
     }
     if (!o->weights) usage_error("--weights FILE is required%s%s", "", "");
     if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)%s%s", "", "");
+    if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2%s%s", "", "");
+    if (o->gpus > 1 || o->sp_one_device) {
+        if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
+        if (check_given && o->check != CHECK_NONE)
+            usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)%s%s",
+                        "", "");
+        o->check = CHECK_NONE;
+    }
 }

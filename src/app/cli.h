@@ -26,6 +26,8 @@ typedef struct {
     path_choice path;     /* --cpu / --gpu */
     int exact_cpu;        /* --cpu-exact: CPU path uses exact attention */
     int quiet;            /* --quiet: no progress bars */
+    int gpus;             /* --gpus P: sequence parallel over P GPUs (1 = the single-GPU runner) */
+    int sp_one_device;    /* --sp-one-device: the P ranks on GPU 0, one after another (tests the sharding) */
 } cli_options;
 
 /* Parses argv into o; prints usage and exits 0 on --help, prints one line and

@@ -16,7 +16,7 @@
  * token's 56 heads come from 56 different attention CTAs), and cuBLASLt runs
  * FP8 GEMMs with outer-vector scales and BF16 output. Those three kernels
  * then never write their BF16 output. */
-#include "runner.h"
+#include "runner_internal.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -51,59 +51,6 @@ int gpu_probe(gpu_info *g)
     return 1;
 }
 
-/* The ops of one block, in order. */
-enum {
-    OP_ADALN, OP_NORM1, OP_QKV, OP_QUANT, OP_ATTN, OP_OUTQ, OP_OUT, OP_RES1_NORM2, OP_FC1, OP_SWIGLU, OP_FC2, OP_RES2,
-    OP_N
-};
-static const char *op_names[OP_N] = {"adaln",     "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention",
-                                     "out_quant", "out_gemm",  "gate_res1+norm2_mod", "fc1_gemm", "swiglu",
-                                     "fc2_gemm",  "gate_res2"};
-
-/* The four GEMMs: their weight tensors. */
-enum { G_QKV, G_OUT, G_FC1, G_FC2, G_N };
-static const int gemm_tensor[G_N] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2};
-
-typedef struct {
-    /* weights, [H3_T_*] */
-    uint16_t *w[H3_T_COUNT];
-    /* inputs */
-    uint16_t *x;    // [S][C]
-    float *temb;    // [T]
-    int32_t *tags;  // [S]
-    float *pos;     // [S][3]
-    /* activations */
-    uint16_t *mod;  // [M][6][C]
-    uint16_t *a;    // [S][C]
-    uint16_t *qkv;  // [S][3I]
-    uint8_t *q8, *k8; // [H][S_pad][128]
-    uint8_t *vt8;   // [H][128][S_pad]
-    float *sq, *sk, *sv; // [H][G]
-    uint16_t *O;    // [S][I]
-    float *lse;     // [H][S]
-    uint16_t *y1;   // [S][C]
-    uint16_t *x1;   // [S][C]
-    uint16_t *b;    // [S][C]
-    uint16_t *g;    // [S][2F]
-    uint16_t *u;    // [S][F]
-    uint16_t *y2;   // [S][C]
-    uint16_t *out;  // [S][C]
-    /* --gemm fp8 */
-    uint8_t *w8[G_N]; // [N][K] e4m3, per output channel
-    float *ws[G_N];   // [N]
-    uint8_t *a8, *O8, *b8, *u8; // [S][C], [S][I], [S][C], [S][F] e4m3, per token
-    float *sa, *sO, *sb, *su;   // [S]
-} dev_bufs;
-
-/* Every device buffer of a run, with its size: one table serves the
- * allocation, the freeing and the up-front memory estimate. */
-typedef struct {
-    void **p;
-    size_t bytes;
-    int weight; /* part of the resident weights (else an activation) */
-} dev_alloc_t;
-#define MAX_ALLOCS 64
-
 static int is_gemm_weight(int t)
 {
     for (int g = 0; g < G_N; g++)
@@ -111,7 +58,7 @@ static int is_gemm_weight(int t)
     return -1;
 }
 
-static int plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t *t)
+int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t *t)
 {
     const size_t C = c->hidden, H = c->heads, I = h3_attn_width(c), F = c->ffn, Sp = h3_pad_tokens(S),
                  G = h3_groups(S), Su = (size_t)S;
@@ -173,7 +120,7 @@ size_t gpu_block_bytes(const h3_config *c, int S, int fp8, size_t *weights)
 {
     dev_bufs d;
     dev_alloc_t t[MAX_ALLOCS];
-    const int n = plan_allocs(c, S, fp8, &d, t);
+    const int n = h3r_plan_allocs(c, S, fp8, &d, t);
     size_t w = 0, a = 0, stage = 0;
     for (int i = 0; i < n; i++) *(t[i].weight ? &w : &a) += rounded(t[i].bytes);
     if (fp8) { /* the BF16 copy of the largest GEMM weight while it is quantised at load */
@@ -212,7 +159,7 @@ int gpu_check_fits(const h3_config *c, int S, int fp8, char *err, size_t errlen)
     return -1;
 }
 
-static int dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen)
+int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen)
 {
     cudaError_t e = cudaMalloc(p, bytes);
     if (e != cudaSuccess) {
@@ -226,26 +173,6 @@ static int dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t er
     *total += bytes;
     return 0;
 }
-
-typedef struct {
-    const h3_config *cfg;
-    int S, use_sm90, fp8;
-    float omega[16];
-    h3_lt *lt;
-    dev_bufs d;
-    cudaStream_t st;
-} block_run;
-
-#define LAUNCH(call)                                                                                   \
-    do {                                                                                               \
-        int rc_ = (call);                                                                              \
-        if (rc_) {                                                                                     \
-            fprintf(stderr, "%s:%d: launch failed: %s: %s\n", __FILE__, __LINE__, #call,               \
-                    cudaGetErrorString((cudaError_t)rc_));                                             \
-            exit(1);                                                                                   \
-        }                                                                                              \
-        CUDA_CHECK(cudaGetLastError());                                                                \
-    } while (0)
 
 /* One of the four GEMMs: x [S][K] . W_g^T -> y [S][N], BF16 or FP8 operands. */
 static void gemm(block_run *br, int g, const uint16_t *x, const uint8_t *x8, const float *sx, uint16_t *y, int N,
@@ -262,7 +189,7 @@ static void gemm(block_run *br, int g, const uint16_t *x, const uint8_t *x8, con
 }
 
 /* Enqueues one op; ev (may be NULL) is recorded after it. */
-static void run_op(block_run *br, int op)
+void h3r_run_op(block_run *br, int op)
 {
     const h3_config *c = br->cfg;
     const int S = br->S, C = c->hidden, H = c->heads, I = h3_attn_width(c), F = c->ffn;
@@ -321,7 +248,7 @@ static int cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-static double median(double *v, int n)
+double h3r_median(double *v, int n)
 {
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -501,19 +428,42 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     free(att_rows);
 }
 
+int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t errlen)
+{
+    h3_tensor_spec specs[H3_T_COUNT];
+    h3_tensor_specs(br->cfg, specs);
+    dev_bufs *d = &br->d;
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        const size_t rows = (size_t)specs[i].shape[0], cols = specs[i].rank == 2 ? (size_t)specs[i].shape[1] : 1;
+        const int g = is_gemm_weight(i);
+        if (br->fp8 && g >= 0) {
+            uint16_t *stage = NULL;
+            size_t tmp = 0;
+            if (h3r_dev_alloc((void **)&stage, rows * cols * 2, &tmp, err, errlen)) return -1;
+            CUDA_CHECK(cudaMemcpy(stage, blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice));
+            LAUNCH(h3k_quant_rows_e4m3(stage, (int)rows, (int)cols, d->w8[g], d->ws[g], br->st));
+            CUDA_CHECK(cudaStreamSynchronize(br->st));
+            CUDA_CHECK(cudaFree(stage));
+        } else {
+            CUDA_CHECK(cudaMemcpy(d->w[i], blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice));
+        }
+    }
+    return 0;
+}
+
 /* Median of n event-timed launches of op alone (the cached adaLN). */
 static double time_op_alone(block_run *br, int op, int n, cudaEvent_t e0, cudaEvent_t e1, double *t)
 {
     for (int i = 0; i < n; i++) {
         CUDA_CHECK(cudaEventRecord(e0, br->st));
-        run_op(br, op);
+        h3r_run_op(br, op);
         CUDA_CHECK(cudaEventRecord(e1, br->st));
         CUDA_CHECK(cudaEventSynchronize(e1));
         float ms;
         CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
         t[i] = ms;
     }
-    return median(t, n);
+    return h3r_median(t, n);
 }
 
 int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk, const h3_inputs *in, report *r,
@@ -557,38 +507,22 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     dev_bufs *d = &br.d;
     memset(d, 0, sizeof *d);
     dev_alloc_t allocs[MAX_ALLOCS];
-    const int nalloc = plan_allocs(c, S, br.fp8, d, allocs);
+    const int nalloc = h3r_plan_allocs(c, S, br.fp8, d, allocs);
     size_t wbytes = 0, abytes = 0;
-    h3_tensor_spec specs[H3_T_COUNT];
-    h3_tensor_specs(c, specs);
     CUDA_CHECK(cudaStreamCreate(&br.st));
 
     /* weights, once (FP8: each GEMM weight staged in BF16, quantised, freed) */
     fprintf(stderr, "uploading %.2f GB of weights to %s%s...\n", h3_param_count(c) * 2 / 1e9, gi->name,
             br.fp8 ? " (GEMM weights quantised to e4m3 on the device)" : "");
     for (int i = 0; i < nalloc; i++)
-        if (allocs[i].weight && dev_alloc(allocs[i].p, allocs[i].bytes, &wbytes, err, errlen)) return -1;
-    for (int i = 0; i < H3_T_COUNT; i++) {
-        const size_t rows = (size_t)specs[i].shape[0], cols = specs[i].rank == 2 ? (size_t)specs[i].shape[1] : 1;
-        const int g = is_gemm_weight(i);
-        if (br.fp8 && g >= 0) {
-            uint16_t *stage = NULL;
-            size_t tmp = 0;
-            if (dev_alloc((void **)&stage, rows * cols * 2, &tmp, err, errlen)) return -1;
-            CUDA_CHECK(cudaMemcpy(stage, blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice));
-            LAUNCH(h3k_quant_rows_e4m3(stage, (int)rows, (int)cols, d->w8[g], d->ws[g], br.st));
-            CUDA_CHECK(cudaStreamSynchronize(br.st));
-            CUDA_CHECK(cudaFree(stage));
-        } else {
-            CUDA_CHECK(cudaMemcpy(d->w[i], blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice));
-        }
-    }
+        if (allocs[i].weight && h3r_dev_alloc(allocs[i].p, allocs[i].bytes, &wbytes, err, errlen)) return -1;
+    if (h3r_upload_weights(&br, blk, err, errlen)) return -1;
     size_t free0 = 0, tot = 0;
     CUDA_CHECK(cudaMemGetInfo(&free0, &tot));
 
     /* inputs and activations */
     for (int i = 0; i < nalloc; i++)
-        if (!allocs[i].weight && dev_alloc(allocs[i].p, allocs[i].bytes, &abytes, err, errlen)) return -1;
+        if (!allocs[i].weight && h3r_dev_alloc(allocs[i].p, allocs[i].bytes, &abytes, err, errlen)) return -1;
     CUDA_CHECK(cudaMemcpy(d->x, in->x, (size_t)S * C * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d->temb, in->temb, (size_t)c->temb * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d->tags, in->tags, (size_t)S * 4, cudaMemcpyHostToDevice));
@@ -612,7 +546,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     for (int it = 0; it < o->warmup + R; it++) {
         CUDA_CHECK(cudaEventRecord(ev[0], br.st));
         for (int j = 0; j < nops; j++) {
-            run_op(&br, ops[j]);
+            h3r_run_op(&br, ops[j]);
             CUDA_CHECK(cudaEventRecord(ev[j + 1], br.st));
         }
         CUDA_CHECK(cudaStreamSynchronize(br.st));
@@ -635,17 +569,17 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     row->ceiling = op_ceiling(gi, br.fp8, fl, OP_ADALN);
     for (int j = 0; j < nops; j++) {
         op_work(c, S, br.fp8, ops[j], &fl, &by);
-        row = report_add_row(r, op_names[ops[j]], median(t + (size_t)j * R, R), fl, by);
+        row = report_add_row(r, op_names[ops[j]], h3r_median(t + (size_t)j * R, R), fl, by);
         row->ceiling = op_ceiling(gi, br.fp8, fl, ops[j]);
     }
-    r->total_ms = median(t + (size_t)OP_N * R, R);
+    r->total_ms = h3r_median(t + (size_t)OP_N * R, R);
 
     /* The same block captured once as a CUDA graph and replayed: no launch
      * gaps between the ops, the figure a serving loop would see. */
     cudaGraph_t graph;
     cudaGraphExec_t gexec;
     CUDA_CHECK(cudaStreamBeginCapture(br.st, cudaStreamCaptureModeThreadLocal));
-    for (int j = 0; j < nops; j++) run_op(&br, ops[j]);
+    for (int j = 0; j < nops; j++) h3r_run_op(&br, ops[j]);
     CUDA_CHECK(cudaStreamEndCapture(br.st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&gexec, graph, 0));
     CUDA_CHECK(cudaGraphLaunch(gexec, br.st)); /* warm-up */
@@ -658,7 +592,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
         t[it] = ms;
     }
-    r->graph_ms = median(t, R);
+    r->graph_ms = h3r_median(t, R);
     CUDA_CHECK(cudaGraphExecDestroy(gexec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     free(t);

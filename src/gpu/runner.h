@@ -36,4 +36,9 @@ int gpu_check_fits(const h3_config *c, int S, int fp8, char *err, size_t errlen)
 int gpu_run_block(const cli_options *o, const gpu_info *g, const h3_block *b, const h3_inputs *in, report *r,
                   uint16_t *out_host, int *user_error, char *err, size_t errlen);
 
+/* The same block sequence parallel over o->gpus ranks (sp.c): same contract,
+ * no stage checks (the output is compared with the one-GPU run instead). */
+int gpu_run_block_sp(const cli_options *o, const gpu_info *g, const h3_block *b, const h3_inputs *in, report *r,
+                     uint16_t *out_host, int *user_error, char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,103 @@
+/* runner_internal.h — what runner.c (one GPU) and sp.c (sequence parallel
+ * over P GPUs) share: the op list, the device buffers of one block run and
+ * their allocation table, the op dispatcher. Not an API. */
+#ifndef H3_RUNNER_INTERNAL_H
+#define H3_RUNNER_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "config.h"
+#include "gemm_lt.h"
+#include "runner.h"
+
+/* The ops of one block, in order. */
+enum {
+    OP_ADALN, OP_NORM1, OP_QKV, OP_QUANT, OP_ATTN, OP_OUTQ, OP_OUT, OP_RES1_NORM2, OP_FC1, OP_SWIGLU, OP_FC2, OP_RES2,
+    OP_N
+};
+static const char *const op_names[OP_N] = {"adaln",     "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention",
+                                     "out_quant", "out_gemm",  "gate_res1+norm2_mod", "fc1_gemm", "swiglu",
+                                     "fc2_gemm",  "gate_res2"};
+
+/* The four GEMMs: their weight tensors. */
+enum { G_QKV, G_OUT, G_FC1, G_FC2, G_N };
+static const int gemm_tensor[G_N] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2};
+
+typedef struct {
+    /* weights, [H3_T_*] */
+    uint16_t *w[H3_T_COUNT];
+    /* inputs */
+    uint16_t *x;    // [S][C]
+    float *temb;    // [T]
+    int32_t *tags;  // [S]
+    float *pos;     // [S][3]
+    /* activations */
+    uint16_t *mod;  // [M][6][C]
+    uint16_t *a;    // [S][C]
+    uint16_t *qkv;  // [S][3I]
+    uint8_t *q8, *k8; // [H][S_pad][128]
+    uint8_t *vt8;   // [H][128][S_pad]
+    float *sq, *sk, *sv; // [H][G]
+    uint16_t *O;    // [S][I]
+    float *lse;     // [H][S]
+    uint16_t *y1;   // [S][C]
+    uint16_t *x1;   // [S][C]
+    uint16_t *b;    // [S][C]
+    uint16_t *g;    // [S][2F]
+    uint16_t *u;    // [S][F]
+    uint16_t *y2;   // [S][C]
+    uint16_t *out;  // [S][C]
+    /* --gemm fp8 */
+    uint8_t *w8[G_N]; // [N][K] e4m3, per output channel
+    float *ws[G_N];   // [N]
+    uint8_t *a8, *O8, *b8, *u8; // [S][C], [S][I], [S][C], [S][F] e4m3, per token
+    float *sa, *sO, *sb, *su;   // [S]
+} dev_bufs;
+
+/* Every device buffer of a run, with its size: one table serves the
+ * allocation, the freeing and the up-front memory estimate. */
+typedef struct {
+    void **p;
+    size_t bytes;
+    int weight; /* part of the resident weights (else an activation) */
+} dev_alloc_t;
+#define MAX_ALLOCS 64
+
+typedef struct {
+    const h3_config *cfg;
+    int S, use_sm90, fp8;
+    float omega[16];
+    h3_lt *lt;
+    dev_bufs d;
+    cudaStream_t st;
+} block_run;
+
+#define LAUNCH(call)                                                                                   \
+    do {                                                                                               \
+        int rc_ = (call);                                                                              \
+        if (rc_) {                                                                                     \
+            fprintf(stderr, "%s:%d: launch failed: %s: %s\n", __FILE__, __LINE__, #call,               \
+                    cudaGetErrorString((cudaError_t)rc_));                                             \
+            exit(1);                                                                                   \
+        }                                                                                              \
+        CUDA_CHECK(cudaGetLastError());                                                                \
+    } while (0)
+
+
+/* The buffers of a block run at S tokens (fp8: the --gemm fp8 layout) into t
+ * (MAX_ALLOCS entries); returns the count. */
+int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t *t);
+/* cudaMalloc with the "out of device memory: N bytes" message; adds to *total. */
+int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen);
+/* Enqueues one op of br on br->st. */
+void h3r_run_op(block_run *br, int op);
+/* Uploads the block's weights into br's already allocated weight buffers
+ * (FP8: quantised on the device through a BF16 staging buffer). */
+int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t errlen);
+double h3r_median(double *v, int n);
+
+#endif

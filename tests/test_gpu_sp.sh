@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# test_gpu_sp.sh DIT_BLOCK GEN_WEIGHTS ST_TOOL WORKDIR
+# dit_block --gpus P (sequence parallel, sp.c) against --gpus 1 on the same
+# weights and inputs: the outputs must agree within the attention tolerance
+# (relative RMS <= 5e-3; only the GEMMs' cuBLASLt algorithms for S/P rows
+# and the per-rank summation order differ, attention is the same per head).
+#   Always (one GPU): --sp-one-device, every rank on GPU 0: tiny block
+#   (2 heads) P = 2 at 300 tokens; full-size block at 5000 tokens (40 groups,
+#   ragged last) for P = 2, 4, 7, 8, both GEMM modes for P = 8.
+#   With >= P GPUs: the real thing over NCCL for P = 2, 4, 8 (full size,
+#   30272 tokens); a P that needs more GPUs than present is listed as not run.
+# Exits 77 (skip) without a usable GPU.
+set -uo pipefail
+dit=$1 gen=$2 st=$3 work=$4
+mkdir -p "$work"
+export NCCL_NVLS_ENABLE=0
+"$gen" --config tiny --seed 3 --out "$work/tiny.safetensors" >/dev/null 2>&1 || { echo "gen_weights failed"; exit 1; }
+probe=$("$dit" --gpu --weights "$work/tiny.safetensors" --tokens 1 --check none --repeat 1 --warmup 0 --quiet 2>&1 >/dev/null)
+rc=$?
+if [ $rc -eq 2 ] && grep -q "no usable GPU" <<<"$probe"; then echo "test_gpu_sp: $probe: skipped"; exit 77; fi
+[ $rc -eq 0 ] || { echo "probe run failed (rc $rc): $probe"; exit 1; }
+fail=0 notrun=()
+# one W TOKENS TAG ARGS...: --gpus 1 reference (cached per W/TOKENS/GEMM) vs the run with ARGS
+one() {
+  local w=$1 n=$2 tag=$3 gemm=$4; shift 4
+  local ref=$work/ref_$(basename "$w" .safetensors)_${n}_$gemm.safetensors
+  if [ ! -f "$ref" ]; then
+    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --check none --repeat 1 --warmup 0 --quiet \
+      --output "$ref" >"$work/ref.log" 2>&1 || { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
+  fi
+  local out=$work/sp_$tag.safetensors
+  if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --repeat 2 --warmup 1 --quiet --output "$out" "$@" \
+       >"$work/sp_$tag.log" 2>&1 && res=$("$st" diff "$out" "$ref" x 5e-3); then
+    echo "ok   $tag: $res; block $(grep -E '^block total' "$work/sp_$tag.log" | tr -s ' ' | cut -d' ' -f3) ms"
+  else
+    echo "FAIL $tag: ${res:-}"; tail -8 "$work/sp_$tag.log"; fail=1
+  fi
+}
+one "$work/tiny.safetensors" 300 "tiny P=2 one-device" bf16 --gpus 2 --sp-one-device
+[ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
+for P in 2 4 7 8; do one "$work/block0.safetensors" 5000 "full S=5000 P=$P one-device" bf16 --gpus $P --sp-one-device; done
+one "$work/block0.safetensors" 5000 "full S=5000 P=8 one-device fp8" fp8 --gpus 8 --sp-one-device
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+for P in 2 4 8; do
+  if [ "$ngpu" -ge $P ]; then
+    one "$work/block0.safetensors" 30272 "full S=30272 P=$P nccl" bf16 --gpus $P
+  else
+    notrun+=("P=$P over NCCL (needs $P GPUs, $ngpu here)")
+  fi
+done
+[ ${#notrun[@]} -gt 0 ] && printf 'not run: %s\n' "${notrun[@]}"
+[ $fail -eq 0 ] && echo "test_gpu_sp: all run cases passed" || echo "test_gpu_sp: FAILED"
+exit $fail
