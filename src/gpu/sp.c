@@ -101,7 +101,7 @@ typedef struct {
     float *alse;               // [Hl][S]
     uint8_t *stage_qkv;        // from each peer: its q8 | k8 | vt8 | sq | sk | sv pieces for our heads
     uint16_t *stage_o;         // from each peer: its O rows for our tokens, [S_r][Hl*128]
-    size_t off_qkv[SP_MAX], off_o[SP_MAX];
+    size_t off_qkv[SP_MAX], off_o[SP_MAX]; /* byte offsets of each peer's region */
     cudaEvent_t ev[8];
 #ifdef H3_HAVE_NCCL_H
     ncclComm_t comm;
@@ -215,7 +215,7 @@ static void a2a_o(sp_ctx *x)
     for (int j = 0; j < x->P; j++)
         for (int r = 0; r < x->P; r++) {
             const sp_rank *b = &x->rk[r];
-            xfer(x, j, x->rk[j].aO + (size_t)b->tok0 * Hl * 128, r, x->rk[r].stage_o + x->rk[r].off_o[j],
+            xfer(x, j, x->rk[j].aO + (size_t)b->tok0 * Hl * 128, r, x->rk[r].stage_o + x->rk[r].off_o[j] / 2,
                  (size_t)b->S_r * Hl * 128 * 2);
         }
     group(x, 0);
@@ -223,7 +223,7 @@ static void a2a_o(sp_ctx *x)
         sp_rank *b = &x->rk[r];
         CUDA_CHECK(cudaSetDevice(b->dev));
         for (int j = 0; j < x->P; j++)
-            CUDA_CHECK(cudaMemcpy2DAsync(b->br.d.O + (size_t)j * Hl * 128, H * 128 * 2, b->stage_o + b->off_o[j],
+            CUDA_CHECK(cudaMemcpy2DAsync(b->br.d.O + (size_t)j * Hl * 128, H * 128 * 2, b->stage_o + b->off_o[j] / 2,
                                          Hl * 128 * 2, Hl * 128 * 2, (size_t)b->S_r, cudaMemcpyDeviceToDevice,
                                          b->br.st));
     }
