@@ -17,7 +17,8 @@
 # Time: every step has a cap and the whole run a budget ($H3_BENCH_BUDGET, default 540 s, so
 # that gpu_session.sh's 'timeout 570' still sees the summary), under the 10-minute limit.
 # Env: H3_BENCH_SEQS (attention S list), H3_BENCH_TOKENS (block S, 30272), H3_BENCH_REPS (10),
-#      H3_WEIGHTS / H3_INPUTS (existing files to use instead of generating).
+#      H3_WEIGHTS / H3_INPUTS (existing files to use instead of generating),
+#      H3_BENCH_SKIP (step names to skip, e.g. "bench_attn peers_attention").
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -46,6 +47,11 @@ log() { echo "$*" | tee -a "$LOG"; }
 step() {
     local name=$1 cap=$2
     shift 2
+    if [[ " ${H3_BENCH_SKIP:-} " == *" $name "* ]]; then
+        log "=== $name: skipped (H3_BENCH_SKIP)"
+        printf '%s\tskipped (H3_BENCH_SKIP)\t0\n' "$name" >>"$STATUS_FILE"
+        return 0
+    fi
     local left=$((BUDGET - (SECONDS - T0) - 25))
     local t=$cap
     ((left < t)) && t=$left
