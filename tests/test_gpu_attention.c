@@ -13,15 +13,15 @@
  *              MIX 0 normal, 1 dominant key, 2 stress, 3 mean V)
  *
  * Tolerances:
- *   vs emulated FP8: relative RMS <= 5e-3 over O (issue 4's contract; a
- *     few (row, head) pairs whose dominant P took the other e4m3 step may be
- *     set aside, see run_case); the
+ *   vs emulated FP8: relative RMS <= 5e-3 over O (issue 4's contract; rows
+ *     whose dominant P sits on an e4m3 rounding tie are compared with the
+ *     emulation with that tie broken either way, see run_case); the
  *     GPU differs from the CPU only in FP32 summation order, ex2.approx, and
  *     the P8 roundings those flip. LSE: abs error <= 1e-3 (natural log; LSE
  *     is built from FP32 sums, so only summation order differs). Kernels whose
  *     QK^T goes through Hopper's truncating FP8 accumulator get 2e-2 and
  *     1e-3 + 2e-3 |LSE| (see run_case).
- *   vs exact: relative RMS reported; asserted only as a sanity bound (12% on
+ *   vs exact: relative RMS reported; asserted only as a sanity bound (15% on
  *     normal data with per-group scales, 15% on the stress mix, whose
  *     outliers FP8 per-group scales flatten, 8% otherwise), above the ~5% FP8
  *     error of FlashAttention-3 and far below a wrong kernel. */
@@ -251,8 +251,10 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     /* Per-group V scales spread over 2^+-3 push the P8 of low-scale groups
      * towards e4m3's subnormals: the FP8 contract itself is then ~8.5% from
      * exact (the portable kernel, 3e-5 from its emulation, measures 8.3-8.7%
-     * on the H200), so the sanity bound for that mix is 12%. */
-    const double exact_bound = dist == DIST_STRESS ? 0.15 : dist == DIST_NORMAL ? 0.12 : 0.08;
+     * on the H200, and at S = 4097, H = 1 the emulation itself was 12.9%
+     * from exact, one head's few low-scale groups), so the sanity bound for
+     * that mix is 15%. */
+    const double exact_bound = dist == DIST_STRESS || dist == DIST_NORMAL ? 0.15 : 0.08;
     /* Hopper's FP8 tensor cores accumulate with ~13 mantissa bits, truncating
      * (DeepSeek-V3 §3.5.2, SageAttention2): each QK^T dot carries a relative
      * error up to ~4 * 2^-13 (4 chained k-steps), so the logit x = c * dot is
@@ -271,29 +273,62 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
             double allowed = 1e-3 + (kd->fp8_accumulate ? 2e-3 * fabs(ref) : 0.0);
             if (!(d / allowed <= lse_excess)) lse_excess = d / allowed;
         }
-    /* P8 flips: ex2.approx (2^-22) and the CPU's exp2f differ in the last
-     * bits, so a p * mult within that distance of an e4m3 rounding midpoint
-     * takes the other step (~6% of that P). Rare per element, but on a row
-     * that one key dominates it moves the whole row by up to one step; on a
-     * small case (S = 185, H = 1: 185 rows) one such row lifts the case's
-     * RMS over 5e-3 (seen in the shape sweep). So: the worst max(2, 0.5%)
-     * (row, head) pairs may be set aside if each is within 15% (one e4m3
-     * step of the row's largest P, plus margin) of the emulation; the rest
-     * must meet o_tol. */
-    int n_out = 0;
+    /* P8 ties. P8 = e4m3(p * mult), mult = 256 sv[g] / svmax, and mult is
+     * often an exact e4m3 rounding midpoint (a ratio of two BF16 amax values
+     * times 256), so for a row's dominant key (p ~ 1) the last bits of p
+     * decide the step: ex2.approx vs the CPU's exp2f, and on Hopper's wgmma
+     * the truncated dots (p off by up to ~1e-3). One step of the dominant P
+     * moves the whole row by ~6-11% (shape sweep: S = 202, H = 2, 13 and 95
+     * rows of one head). So when the plain comparison fails, the emulation is
+     * rerun with those ties broken each way (the V scales of the non-maximal
+     * groups moved by +-delta, which moves every mult off its midpoint and O
+     * by <= delta: 2^-12 for the exact-accumulating kernels, whose FP32 dots
+     * still differ from the CPU's in summation order, 2^-9 for wgmma),
+     * and each (row, head) pair is compared with the closest of the three.
+     * Then at most max(2, 5%) pairs, each within 15% of the emulation (one
+     * e4m3 step, plus margin), may still be set aside (ties broken one way in
+     * one key and the other way in another); the rest must meet o_tol. */
+    int n_out = 0, n_tie = 0;
     double out_max = 0.0;
     errst kept = ee;
     if (ok && !ee.nonfinite && !(rel_rms(&ee) <= o_tol)) {
-        const int npairs = nr * H, allow = npairs / 200 > 2 ? npairs / 200 : 2;
-        double *pe = malloc(sizeof(double) * npairs * 3); /* [pair]: rel err, se, sref */
+        const int npairs = nr * H, allow = npairs / 20 > 2 ? npairs / 20 : 2;
+        const double delta = kd->fp8_accumulate ? 0x1p-9 : 0x1p-12;
+        uint16_t *Ot[2] = {malloc((size_t)nr * I * 2), malloc((size_t)nr * I * 2)};
+        float *svt = malloc(sizeof(float) * H * G), *Lt = malloc(sizeof(float) * H * nr);
+        for (int w = 0; w < 2; w++) {
+            for (int h = 0; h < H; h++) {
+                float mx = 0.0f;
+                for (int g = 0; g < G; g++) mx = fmaxf(mx, sv[h * G + g]);
+                for (int g = 0; g < G; g++)
+                    svt[h * G + g] = sv[h * G + g] < mx ? (float)(sv[h * G + g] * (w ? 1.0 - delta : 1.0 + delta))
+                                                        : sv[h * G + g];
+            }
+            cpu_attention_fp8(q8, k8, vt8, sq, sk, svt, S, H, kd->key_tile, 1, rows, nr, Ot[w], Lt);
+        }
+        double *pe = malloc(sizeof(double) * npairs * 3); /* [pair]: rel err, se, sref (closest emulation) */
+        kept = (errst){0};
         for (int r = 0; r < nr; r++)
             for (int h = 0; h < H; h++) {
-                errst a = {0};
+                errst best = {0};
+                for (int e3 = 0; e3 < 3; e3++) {
+                    const uint16_t *ref = e3 == 0 ? Oe : Ot[e3 - 1];
+                    errst a = {0};
+                    for (int d = 0; d < D; d++)
+                        err_add(&a, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
+                                h3_bf16_to_f32(ref[(size_t)r * I + h * D + d]));
+                    if (e3 == 0 || a.se < best.se) best = a;
+                }
+                errst plain = {0};
                 for (int d = 0; d < D; d++)
-                    err_add(&a, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
+                    err_add(&plain, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
                             h3_bf16_to_f32(Oe[(size_t)r * I + h * D + d]));
+                if (best.se < plain.se) n_tie++;
                 double *e = pe + 3 * ((size_t)r * H + h);
-                e[0] = rel_rms(&a), e[1] = a.se, e[2] = a.sref;
+                e[0] = rel_rms(&best), e[1] = best.se, e[2] = best.sref;
+                kept.se += best.se;
+                kept.sref += best.sref;
+                kept.nonfinite += best.nonfinite;
             }
         for (int it = 0; it < allow; it++) { /* take out the worst pair, allow times */
             int w = -1;
@@ -307,14 +342,18 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
             n_out++;
         }
         free(pe);
+        free(Ot[0]);
+        free(Ot[1]);
+        free(svt);
+        free(Lt);
     }
     if (ok && (ee.nonfinite || !(rel_rms(&kept) <= o_tol))) {
         ok = 0;
         snprintf(why, sizeof why, "vs emulated rel RMS %.3e > %.0e%s", rel_rms(&kept), o_tol,
                  n_out ? " even without the worst (row, head) pairs" : "");
-    } else if (ok && n_out) {
-        snprintf(why, sizeof why, "%d (row, head) pair(s) up to %.1f%% off set aside (P8 flips), the rest %.2e", n_out,
-                 100 * out_max, rel_rms(&kept));
+    } else if (ok && (n_tie || n_out)) {
+        snprintf(why, sizeof why, "%d (row, head) pair(s) closer to the emulation with P8 ties broken the other way, "
+                 "%d set aside (up to %.1f%%), rel RMS %.2e", n_tie, n_out, 100 * out_max, rel_rms(&kept));
     }
     if (ok && !(lse_excess <= 1.0)) {
         ok = 0;
