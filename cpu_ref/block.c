@@ -6,7 +6,13 @@
  * chunks of CHUNK rows (a multiple of the 128-token quantisation group), so
  * the [S][3*H*D] qkv and [S][2F] fc1 outputs never exist whole; the GEMM
  * result of a row does not depend on the chunking (gemm.c). Per-stage wall
- * times accumulate over chunks. */
+ * times accumulate over chunks.
+ *
+ * cpu_block_forward_fp8: the GEMMs named in fp8_mask run with the FP8 GEMM
+ * mode's numerics (dit_block --gemm fp8): the weight quantised once per
+ * output channel, the GEMM's BF16 input quantised per token (the same
+ * cpu_quant_rows_e4m3 on the same BF16 values the GPU's fused kernels
+ * quantise), cpu_gemm_fp8. Every other stage is unchanged. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -37,9 +43,27 @@ static void progress_step(progress_t *p, int stage, double work)
     fflush(stderr);
 }
 
-void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
-                       const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
-                       int progress, uint16_t *out, double *ms)
+/* One GEMM of the block: BF16, or FP8 when q->w8 is set (x8, sx: scratch of
+ * n x K codes and n scales). */
+typedef struct {
+    uint8_t *w8; /* [N][K] e4m3, NULL: BF16 */
+    float *ws;   /* [N] */
+} gemm_w8;
+
+static void block_gemm(const gemm_w8 *q, const uint16_t *x, const uint16_t *W, int n, int N, int K, uint16_t *y,
+                       uint8_t *x8, float *sx)
+{
+    if (!q->w8) {
+        cpu_gemm_bf16(x, W, n, N, K, NULL, n, y);
+        return;
+    }
+    cpu_quant_rows_e4m3(x, n, K, x8, sx);
+    cpu_gemm_fp8(x8, sx, q->w8, q->ws, n, N, K, NULL, n, y);
+}
+
+static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                          const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                          int fp8_mask, int progress, uint16_t *out, double *ms)
 {
     const int C = cfg->hidden, H = cfg->heads, D = cfg->head_dim, F = cfg->ffn, I = h3_attn_width(cfg),
               W3 = h3_qkv_width(cfg), S_pad = h3_pad_tokens(S), G = h3_groups(S);
@@ -69,7 +93,26 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
         vt8 = malloc((size_t)H * S_pad * D); /* [H][D][S_pad] e4m3, keys permuted */
         sc = malloc((size_t)3 * H * G * sizeof(float)); /* sq, sk, sv [H][G] */
     }
-    if (!mod || !a || !y || !x1 || !o || !buf || !u || (exact ? !qb || !kb || !vb : !q8 || !k8 || !vt8 || !sc)) {
+    /* FP8 GEMMs: quantised weights (qkv, out, fc1, fc2) and the input scratch */
+    static const int gemm_t[4] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2};
+    const int gemm_n[4] = {W3, C, 2 * F, C}, gemm_k[4] = {C, I, C, F};
+    gemm_w8 qw[4] = {{0}};
+    uint8_t *x8 = NULL;
+    float *sx = NULL;
+    int fp8_ok = 1;
+    if (fp8_mask) {
+        x8 = malloc((size_t)CHUNK * (F > I ? (F > C ? F : C) : (I > C ? I : C)));
+        sx = malloc(sizeof(float) * CHUNK);
+        fp8_ok = x8 && sx;
+        for (int g = 0; g < 4 && fp8_ok; g++)
+            if (fp8_mask & (1 << g)) {
+                qw[g].w8 = malloc((size_t)gemm_n[g] * gemm_k[g]);
+                qw[g].ws = malloc(sizeof(float) * gemm_n[g]);
+                fp8_ok = qw[g].w8 && qw[g].ws;
+                if (fp8_ok) cpu_quant_rows_e4m3(wt->w[gemm_t[g]], gemm_n[g], gemm_k[g], qw[g].w8, qw[g].ws);
+            }
+    }
+    if (!fp8_ok || !mod || !a || !y || !x1 || !o || !buf || !u || (exact ? !qb || !kb || !vb : !q8 || !k8 || !vt8 || !sc)) {
         fprintf(stderr, "cpu_block_forward: out of memory at S = %d; output set to NaN\n", S);
         for (size_t i = 0; i < (size_t)S * C; i++) out[i] = 0x7fc0;
         goto done;
@@ -94,7 +137,7 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
     /* 3-4: qkv_gemm and qk_norm_rope(_quant), per chunk of whole groups */
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
         const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
-        cpu_gemm_bf16(a + (size_t)r0 * C, wt->w[H3_T_QKV], n, W3, C, NULL, n, buf);
+        block_gemm(&qw[0], a + (size_t)r0 * C, wt->w[H3_T_QKV], n, W3, C, buf, x8, sx);
         LAP(H3_STAGE_QKV_GEMM);
         progress_step(&pr, H3_STAGE_QKV_GEMM, 2.0 * n * W3 * C);
         if (exact)
@@ -125,7 +168,7 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
     /* 6: out_gemm, gate_res1 */
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
         const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
-        cpu_gemm_bf16(o + (size_t)r0 * I, wt->w[H3_T_OUT], n, C, I, NULL, n, y + (size_t)r0 * C);
+        block_gemm(&qw[1], o + (size_t)r0 * I, wt->w[H3_T_OUT], n, C, I, y + (size_t)r0 * C, x8, sx);
         progress_step(&pr, H3_STAGE_OUT_GEMM, 2.0 * n * C * I);
     }
     LAP(H3_STAGE_OUT_GEMM);
@@ -137,7 +180,7 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
     LAP(H3_STAGE_NORM2_MOD);
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
         const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
-        cpu_gemm_bf16(a + (size_t)r0 * C, wt->w[H3_T_FC1], n, 2 * F, C, NULL, n, buf);
+        block_gemm(&qw[2], a + (size_t)r0 * C, wt->w[H3_T_FC1], n, 2 * F, C, buf, x8, sx);
         LAP(H3_STAGE_FC1_GEMM);
         progress_step(&pr, H3_STAGE_FC1_GEMM, 2.0 * n * 2 * F * C);
         cpu_swiglu(buf, n, F, NULL, n, u + (size_t)r0 * F);
@@ -147,7 +190,7 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
     /* 9: fc2_gemm, gate_res2 */
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
         const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
-        cpu_gemm_bf16(u + (size_t)r0 * F, wt->w[H3_T_FC2], n, C, F, NULL, n, y + (size_t)r0 * C);
+        block_gemm(&qw[3], u + (size_t)r0 * F, wt->w[H3_T_FC2], n, C, F, y + (size_t)r0 * C, x8, sx);
         progress_step(&pr, H3_STAGE_FC2_GEMM, 2.0 * n * C * F);
     }
     LAP(H3_STAGE_FC2_GEMM);
@@ -177,4 +220,24 @@ done:
     free(qb);
     free(kb);
     free(vb);
+    free(x8);
+    free(sx);
+    for (int g = 0; g < 4; g++) {
+        free(qw[g].w8);
+        free(qw[g].ws);
+    }
+}
+
+void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                       const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                       int progress, uint16_t *out, double *ms)
+{
+    block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, exact, 0, progress, out, ms);
+}
+
+void cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
+                           int progress, uint16_t *out, double *ms)
+{
+    block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, 0, fp8_mask & 15, progress, out, ms);
 }

@@ -13,7 +13,7 @@
  *   adaln        mod[j] = bf16(sum_k W[j][k] * silu(temb[k]) + b[j]), silu in FP32
  *   rmsnorm_mod  out = bf16(x * rsqrt(mean(x^2) + eps) * w * (1 + scale[tag]) + shift[tag])
  *   gemm         y[r][n] = bf16(sum_k x[r][k] * W[n][k])           (y = x W^T)
- *   gemm_fp8     y[r][n] = bf16((sum_k e4m3(x8[r][k]) e4m3(W8[n][k])) * sx[r] * sw[n])
+ *   gemm_fp8     y[r][n] = bf16((sum_k e4m3(x8[r][k]) e4m3(W8[n][k])) * (sx[r] * sw[n]))
  *   quant_rows   per row: s = amax / 448 (1 if 0), code = e4m3(x * (448 / amax))
  *   qk_norm_rope q, k of head h (grouped layout: qkv[s][384h + {0,128,256} + d]):
  *                t = bf16(x * rsqrt(mean_d(x^2) + eps) * w[d]), then RoPE on
@@ -67,7 +67,7 @@ void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, co
                    uint16_t *y);
 
 /* FP8 GEMM mode: x8 [S][K] e4m3 with sx [S], W8 [N][K] e4m3 with sw [N] ->
- * y [nrows][N] bf16 = bf16((sum_k x8 * W8) * sx[row] * sw[n]) (FP32 sum of
+ * y [nrows][N] bf16 = bf16((sum_k x8 * W8) * (sx[row] * sw[n])) (FP32 sum of
  * exact e4m3 products). */
 void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const float *sw, int S, int N, int K,
                   const int *rows, int nrows, uint16_t *y);
@@ -124,6 +124,16 @@ typedef struct {
 void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
                        const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
                        int progress, uint16_t *out, double *ms);
+
+/* cpu_block_forward (emulated FP8 attention) with the GEMMs of fp8_mask in the
+ * FP8 GEMM mode (dit_block --gemm fp8): bit 0 qkv_gemm, 1 out_gemm, 2
+ * fc1_gemm, 3 fc2_gemm (CPU_FP8_ALL = all four). Such a GEMM quantises its
+ * weight per output channel and its BF16 input per token (cpu_quant_rows_e4m3)
+ * and runs cpu_gemm_fp8. fp8_mask = 0 is cpu_block_forward. */
+#define CPU_FP8_ALL 15
+void cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
+                           int progress, uint16_t *out, double *ms);
 
 #ifdef __cplusplus
 }

@@ -4,9 +4,10 @@
  * BF16: y[r][n] = bf16(sum_k x[rows[r]][k] * W[n][k]), operands widened to
  * FP32, FP32 accumulation, one BF16 rounding at the end.
  * FP8 (--gemm fp8): y[r][n] = bf16((sum_k e4m3(x8[r][k]) * e4m3(W8[n][k]))
- * * sx[r] * sw[n]): every product of two e4m3 values is exact in FP32, the
- * sum is FP32, the two scales are applied once to the sum (what cuBLASLt's
- * outer-vector scale mode computes, up to its summation order).
+ * * (sx[r] * sw[n])): every product of two e4m3 values is exact in FP32, the
+ * sum is FP32, the product of the two scales is applied once to the sum (what
+ * cuBLASLt's outer-vector scale mode computes, up to its summation order; the
+ * scales first, so a row at the BF16 maximum does not overflow on the way).
  *
  * Goto-style blocking: tasks are MC x NC output tiles (OpenMP, dynamic); per
  * KC slice a task widens its A block (MC x KC, row-sampled) and B block
@@ -145,7 +146,7 @@ static void gemm_core(operand x, operand W, const float *sx, const float *sw, in
                     const float *cr = Ct + (size_t)i * NC;
                     const float rs = sx ? sx[cpu_row(rows, m0 + i)] : 1.0f;
                     if (sx || sw)
-                        for (int j = 0; j < nc; j++) yr[j] = h3_f32_to_bf16(cr[j] * rs * (sw ? sw[n0 + j] : 1.0f));
+                        for (int j = 0; j < nc; j++) yr[j] = h3_f32_to_bf16(cr[j] * (rs * (sw ? sw[n0 + j] : 1.0f)));
                     else
                         for (int j = 0; j < nc; j++) yr[j] = h3_f32_to_bf16(cr[j]);
                 }

@@ -2,3 +2,9 @@
 # written in the tests, adversarial online-softmax rows, FP8 error figures.
 h3_test(test_cpu_stages SOURCES test_cpu_stages.c LIBS h3cpu h3core LABELS cpu)
 h3_test(test_cpu_attention SOURCES test_cpu_attention.c LIBS h3cpu h3core LABELS cpu)
+# tools/fp8_error (the FP8 GEMM error, GEMM by GEMM) on the tiny block.
+if(TARGET fp8_error AND TARGET gen_weights)
+  add_test(NAME test_fp8_error COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_fp8_error.sh $<TARGET_FILE:fp8_error>
+           $<TARGET_FILE:gen_weights> ${CMAKE_CURRENT_BINARY_DIR}/fp8_error_work)
+  set_tests_properties(test_fp8_error PROPERTIES LABELS cpu)
+endif()

@@ -93,7 +93,8 @@ expect2 "--attn bogus" "${base[@]}" --attn bogus
 expect2 "--attn missing" "${base[@]}" --attn
 expect2 "--gemm bogus" "${base[@]}" --gemm bogus
 expect2 "--gemm FP8 (case)" "${base[@]}" --gemm FP8
-expect2 "--gemm fp8 with --cpu" "${base[@]}" --gemm fp8
+expect_ok "--gemm fp8 on the CPU path" "${base[@]}" --gemm fp8 --tokens 32
+expect2 "--gemm fp8 with --cpu-exact" "${base[@]}" --gemm fp8 --cpu-exact
 expect2 "--gemm missing" "${base[@]}" --gemm
 
 echo "== file flags without a value, unknown flags"

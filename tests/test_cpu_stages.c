@@ -492,7 +492,72 @@ static void test_residual_swiglu(void)
     }
 }
 
-/* ---- cpu_block_forward == the stage chain written out here ---- */
+/* ---- FP8 GEMM mode: quant_rows against its definition, gemm_fp8 against
+ * an FP64 sum of the decoded codes (bound: the BF16 half ulp, K U of the
+ * summed magnitudes for the FP32 sum, and the two scale multiplies) ---- */
+static void test_fp8_gemm(void)
+{
+    const int S = 37, N = 45, K = 200;
+    uint16_t *x = rand_bf16((size_t)S * K, 2, 0), *W = rand_bf16((size_t)N * K, 0.05, 0);
+    memset(x + K, 0, (size_t)K * 2); /* row 1 all zero: scale 1, codes 0 */
+    x[2 * K] = h3_f32_to_bf16(3.0e38f); /* a huge element: the row's scale follows it */
+    uint8_t *x8 = malloc((size_t)S * K), *w8 = malloc((size_t)N * K);
+    float *sx = malloc(sizeof(float) * S), *sw = malloc(sizeof(float) * N);
+    cpu_quant_rows_e4m3(x, S, K, x8, sx);
+    cpu_quant_rows_e4m3(W, N, K, w8, sw);
+    int ok = 1;
+    for (int r = 0; r < S; r++) {
+        float amax = 0;
+        for (int k = 0; k < K; k++) amax = fmaxf(amax, (float)fabs(bf(x[(size_t)r * K + k])));
+        ok &= sx[r] == (amax > 0 ? amax / 448.0f : 1.0f);
+        for (int k = 0; k < K; k++)
+            ok &= x8[(size_t)r * K + k] == h3_f32_to_e4m3(bf(x[(size_t)r * K + k]) * (amax > 0 ? 448.0f / amax : 1.0f));
+    }
+    for (int k = 0; k < K; k++) ok &= x8[K + k] == 0;
+    expect("quant_rows_e4m3 == its definition (zero row, huge element)", ok && sx[1] == 1.0f);
+    uint16_t *y = malloc((size_t)S * N * 2);
+    cpu_gemm_fp8(x8, sx, w8, sw, S, N, K, NULL, S, y);
+    int rows[3] = {0, 5, S - 1};
+    uint16_t *ys = malloc((size_t)3 * N * 2);
+    cpu_gemm_fp8(x8, sx, w8, sw, S, N, K, rows, 3, ys);
+    stats st = {0};
+    for (int r = 0; r < S; r++)
+        for (int n = 0; n < N; n++) {
+            double d = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                const double t = (double)h3_e4m3_to_f32(x8[(size_t)r * K + k]) * h3_e4m3_to_f32(w8[(size_t)n * K + k]);
+                d += t;
+                mag += fabs(t);
+            }
+            const double sc = (double)sx[r] * sw[n], ref = d * sc;
+            /* BF16 rounding, the FP32 sum (K U of the magnitudes), two scale roundings */
+            acc(&st, bf(y[(size_t)r * N + n]), ref, B * fabs(ref) + K * U * mag * sc + 4 * U * fabs(ref) + 1e-37);
+        }
+    int same = 1;
+    for (int i = 0; i < 3; i++) same &= !memcmp(ys + (size_t)i * N, y + (size_t)rows[i] * N, (size_t)N * 2);
+    char wd[96];
+    snprintf(wd, sizeof wd, "gemm_fp8 S=%d N=%d K=%d%s", S, N, K, same ? "" : " (ROW SAMPLING DIFFERS)");
+    if (!same) g_fail = 1;
+    report(wd, &st);
+    free(x); free(W); free(x8); free(w8); free(sx); free(sw); free(y); free(ys);
+}
+
+/* y = x W^T through the FP8 GEMM mode: both quantised per row, then gemm_fp8. */
+static void chain_gemm(int fp8, const uint16_t *x, const uint16_t *W, int S, int N, int K, uint16_t *y)
+{
+    if (!fp8) {
+        cpu_gemm_bf16(x, W, S, N, K, NULL, S, y);
+        return;
+    }
+    uint8_t *x8 = malloc((size_t)S * K), *w8 = malloc((size_t)N * K);
+    float *sx = malloc(sizeof(float) * S), *sw = malloc(sizeof(float) * N);
+    cpu_quant_rows_e4m3(x, S, K, x8, sx);
+    cpu_quant_rows_e4m3(W, N, K, w8, sw);
+    cpu_gemm_fp8(x8, sx, w8, sw, S, N, K, NULL, S, y);
+    free(x8); free(w8); free(sx); free(sw);
+}
+
+/* ---- cpu_block_forward(_fp8) == the stage chain written out here ---- */
 static void test_block(void)
 {
     h3_config c = h3_config_tiny();
@@ -514,17 +579,21 @@ static void test_block(void)
     for (int i = 0; i < T; i++) temb[i] = (float)nrm();
     for (int i = 0; i < 3 * S; i++) pos[i] = (float)(h3_rng_uniform(&g_rng) * 30);
     int32_t *tags = rand_tags(S, c.modalities);
-    for (int exact = 0; exact < 2; exact++) {
+    for (int mode = 0; mode < 3; mode++) { /* 0 emulated FP8 attention, 1 exact attention, 2 + FP8 GEMMs */
+        const int exact = mode == 1, fp8 = mode == 2;
         uint16_t *out = malloc((size_t)S * C * 2);
         double ms[H3_STAGE_COUNT];
-        cpu_block_forward(&c, &wt, S, x, temb, tags, pos, 32, exact, 0, out, ms);
+        if (fp8)
+            cpu_block_forward_fp8(&c, &wt, S, x, temb, tags, pos, 32, CPU_FP8_ALL, 0, out, ms);
+        else
+            cpu_block_forward(&c, &wt, S, x, temb, tags, pos, 32, exact, 0, out, ms);
         /* the chain, stage by stage */
         uint16_t *mod = malloc((size_t)MW * 2), *a = malloc((size_t)S * C * 2), *qkv = malloc((size_t)S * W3 * 2),
                  *o = malloc((size_t)S * I * 2), *y = malloc((size_t)S * C * 2), *x1 = malloc((size_t)S * C * 2),
                  *g = malloc((size_t)S * 2 * F * 2), *u = malloc((size_t)S * F * 2), *ref = malloc((size_t)S * C * 2);
         cpu_adaln(&c, temb, wt.w[H3_T_ADALN_W], wt.w[H3_T_ADALN_B], mod);
         cpu_rmsnorm_mod(x, wt.w[H3_T_NORM1], mod, tags, S, C, c.eps, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, NULL, S, a);
-        cpu_gemm_bf16(a, wt.w[H3_T_QKV], S, W3, C, NULL, S, qkv);
+        chain_gemm(fp8, a, wt.w[H3_T_QKV], S, W3, C, qkv);
         if (exact) {
             uint16_t *q = malloc((size_t)S * I * 2), *k = malloc((size_t)S * I * 2), *v = malloc((size_t)S * I * 2);
             cpu_qk_norm_rope(&c, qkv, pos, wt.w[H3_T_QNORM], wt.w[H3_T_KNORM], S, NULL, S, q, k, v);
@@ -539,21 +608,22 @@ static void test_block(void)
             cpu_attention_fp8(q8, q8 + n8, q8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G, S, H, 32, 1, NULL, S, o, NULL);
             free(q8); free(sc);
         }
-        cpu_gemm_bf16(o, wt.w[H3_T_OUT], S, C, I, NULL, S, y);
+        chain_gemm(fp8, o, wt.w[H3_T_OUT], S, C, I, y);
         cpu_gate_residual(x, y, mod, tags, S, C, H3_SLOT_GATE_MSA, NULL, S, x1);
         cpu_rmsnorm_mod(x1, wt.w[H3_T_NORM2], mod, tags, S, C, c.eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, NULL, S, a);
-        cpu_gemm_bf16(a, wt.w[H3_T_FC1], S, 2 * F, C, NULL, S, g);
+        chain_gemm(fp8, a, wt.w[H3_T_FC1], S, 2 * F, C, g);
         cpu_swiglu(g, S, F, NULL, S, u);
-        cpu_gemm_bf16(u, wt.w[H3_T_FC2], S, C, F, NULL, S, y);
+        chain_gemm(fp8, u, wt.w[H3_T_FC2], S, C, F, y);
         cpu_gate_residual(x1, y, mod, tags, S, C, H3_SLOT_GATE_MLP, NULL, S, ref);
         int finite = 1;
         double msum = 0;
         for (size_t i = 0; i < (size_t)S * C; i++) finite &= isfinite(bf(out[i]));
         for (int s = 0; s < H3_STAGE_COUNT; s++) msum += ms[s] >= 0 ? ms[s] : -1e9;
         char wd[96];
-        snprintf(wd, sizeof wd, "block_forward S=%d (%s) finite", S, exact ? "exact" : "fp8 tile 32");
+        const char *mname = exact ? "exact" : fp8 ? "fp8 tile 32, fp8 GEMMs" : "fp8 tile 32";
+        snprintf(wd, sizeof wd, "block_forward S=%d (%s) finite", S, mname);
         expect(wd, finite && msum >= 0);
-        snprintf(wd, sizeof wd, "block_forward S=%d (%s) == stage chain, bitwise", S, exact ? "exact" : "fp8 tile 32");
+        snprintf(wd, sizeof wd, "block_forward S=%d (%s) == stage chain, bitwise", S, mname);
         expect(wd, !memcmp(out, ref, (size_t)S * C * 2));
         free(out); free(mod); free(a); free(qkv); free(o); free(y); free(x1); free(g); free(u); free(ref);
     }
@@ -593,6 +663,7 @@ int main(int argc, char **argv)
     test_quant();
     test_fused_quant();
     test_residual_swiglu();
+    test_fp8_gemm();
     test_block();
     printf("test_cpu_stages: %s\n", g_fail ? "FAILED" : "passed");
     return g_fail;

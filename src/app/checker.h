@@ -71,7 +71,8 @@ void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage,
 void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu);
 /* End to end: the CPU's own chain (BF16 GEMMs) over every row (progress bar)
  * vs out_gpu; stage "block", or "block_fp8" (its own tolerance) when the GPU
- * ran the FP8 GEMM mode. */
+ * ran the FP8 GEMM mode, which also reports (unasserted) the distance to the
+ * CPU's FP8-GEMM chain, cpu_block_forward_fp8. */
 void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress,
                    const char *stage);
 
