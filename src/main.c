@@ -144,6 +144,10 @@ int main(int argc, char **argv)
         snprintf(err, sizeof err, "--gpu: no usable GPU: %s", why_cpu);
         die_user(err);
     }
+    if (!use_gpu && o.gpus > 1) {
+        snprintf(err, sizeof err, "--gpus %d: no usable GPU: %s", o.gpus, why_cpu);
+        die_user(err);
+    }
     if (!use_gpu && o.gemm == GEMM_FP8 && o.exact_cpu) die_user("--gemm fp8 and --cpu-exact exclude each other (the FP8 chain uses the emulated FP8 attention)");
     if (!use_gpu && o.path != PATH_CPU) fprintf(stderr, "dit_block: %s: running the CPU path\n", why_cpu);
 

@@ -56,7 +56,7 @@ expect_ok "tiny block, 32 tokens" "${base[@]}" --tokens 32
 expect_ok "tiny block, --input" "${base[@]}" --input "$I"
 
 echo "== numeric flags"
-for f in --tokens --repeat --sample; do
+for f in --tokens --repeat --sample --gpus; do
     for v in 0 -1 -99999999999999999999 99999999999999999999 9223372036854775808 abc 12abc 1.5 1e3 0x10 "" "-"; do
         expect2 "$f '$v'" "${base[@]}" $f "$v"
     done
@@ -66,6 +66,10 @@ done
 expect2 "--tokens above 4194304" "${base[@]}" --tokens 4194305
 expect2 "--repeat above 100000" "${base[@]}" --repeat 100001
 expect2 "--sample above 4194304" "${base[@]}" --sample 4194305
+expect2 "--gpus above 8" "${base[@]}" --gpus 9
+expect2 "--gpus 2 on the CPU path" "${base[@]}" --gpus 2
+expect2 "--gpus 2 --check stages" --weights "$W" --quiet --gpus 2 --check stages
+expect2 "--sp-one-device without --gpus" "${base[@]}" --sp-one-device
 for f in --seed --warmup; do # zero is meaningful for these
     for v in -1 -99999999999999999999 99999999999999999999 abc 12abc 1.5 "" "-"; do
         expect2 "$f '$v'" "${base[@]}" $f "$v"
