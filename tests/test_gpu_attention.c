@@ -151,6 +151,15 @@ static void err_add(errst *e, double got, double ref)
 }
 static double rel_rms(const errst *e) { return e->sref > 0 ? sqrt(e->se / e->sref) : sqrt(e->se); }
 
+/* One (row, head) of got (row gr) against ref (row rr), both [*][I] bf16. */
+static errst pair_err(const uint16_t *got, int gr, const uint16_t *ref, int rr, int h, int I)
+{
+    errst a = {0};
+    for (int d = 0; d < D; d++)
+        err_add(&a, h3_bf16_to_f32(got[(size_t)gr * I + h * D + d]), h3_bf16_to_f32(ref[(size_t)rr * I + h * D + d]));
+    return a;
+}
+
 static uint64_t g_seed;
 
 static void run_case(const kernel_desc *kd, int S, int H, int dist)
@@ -310,19 +319,12 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         kept = (errst){0};
         for (int r = 0; r < nr; r++)
             for (int h = 0; h < H; h++) {
-                errst best = {0};
-                for (int e3 = 0; e3 < 3; e3++) {
-                    const uint16_t *ref = e3 == 0 ? Oe : Ot[e3 - 1];
-                    errst a = {0};
-                    for (int d = 0; d < D; d++)
-                        err_add(&a, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
-                                h3_bf16_to_f32(ref[(size_t)r * I + h * D + d]));
-                    if (e3 == 0 || a.se < best.se) best = a;
+                const errst plain = pair_err(O[0], rows[r], Oe, r, h, I);
+                errst best = plain;
+                for (int w = 0; w < 2; w++) {
+                    const errst a = pair_err(O[0], rows[r], Ot[w], r, h, I);
+                    if (a.se < best.se) best = a;
                 }
-                errst plain = {0};
-                for (int d = 0; d < D; d++)
-                    err_add(&plain, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
-                            h3_bf16_to_f32(Oe[(size_t)r * I + h * D + d]));
                 if (best.se < plain.se) n_tie++;
                 double *e = pe + 3 * ((size_t)r * H + h);
                 e[0] = rel_rms(&best), e[1] = best.se, e[2] = best.sref;
@@ -371,12 +373,11 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
          * emulation's own distance from exact there (which side is off). */
         int wr[5] = {-1, -1, -1, -1, -1}, wh[5] = {0};
         double we[5] = {0};
+        int bad_rows = 0;
         for (int r = 0; r < nr; r++)
             for (int h = 0; h < H; h++) {
-                errst a = {0};
-                for (int d = 0; d < D; d++)
-                    err_add(&a, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
-                            h3_bf16_to_f32(Oe[(size_t)r * I + h * D + d]));
+                const errst a = pair_err(O[0], rows[r], Oe, r, h, I);
+                bad_rows += rel_rms(&a) > 0.05;
                 double e = a.nonfinite ? INFINITY : rel_rms(&a);
                 for (int j = 0; j < 5; j++)
                     if (e > we[j]) {
@@ -385,24 +386,10 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
                         break;
                     }
             }
-        int bad_rows = 0;
-        for (int r = 0; r < nr; r++)
-            for (int h = 0; h < H; h++) {
-                errst a = {0};
-                for (int d = 0; d < D; d++)
-                    err_add(&a, h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]),
-                            h3_bf16_to_f32(Oe[(size_t)r * I + h * D + d]));
-                bad_rows += rel_rms(&a) > 0.05;
-            }
         printf("      %d (row, head) pairs beyond 5%% of the emulation; worst:\n", bad_rows);
         for (int j = 0; j < 5 && wr[j] >= 0; j++) {
-            errst a = {0}, b = {0};
             const int r = wr[j], h = wh[j];
-            for (int d = 0; d < D; d++) {
-                double got = h3_bf16_to_f32(O[0][(size_t)rows[r] * I + h * D + d]);
-                err_add(&a, got, h3_bf16_to_f32(Ox[(size_t)r * I + h * D + d]));
-                err_add(&b, h3_bf16_to_f32(Oe[(size_t)r * I + h * D + d]), h3_bf16_to_f32(Ox[(size_t)r * I + h * D + d]));
-            }
+            const errst a = pair_err(O[0], rows[r], Ox, r, h, I), b = pair_err(Oe, r, Ox, r, h, I);
             printf("      token %5d head %d: gpu vs emu %.3e, gpu vs exact %.3e, emu vs exact %.3e, lse gpu %.5f emu %.5f\n",
                    rows[r], h, we[j], rel_rms(&a), rel_rms(&b), L[0][(size_t)h * S + rows[r]], Le[(size_t)h * nr + r]);
         }

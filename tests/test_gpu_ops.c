@@ -447,6 +447,38 @@ static void test_qk(int S, int H)
 }
 
 /* ================= GEMM ================= */
+/* GEMM output vs its CPU twin: relative RMS <= 1e-2, nothing non-finite
+ * (the 1-ulp count is reported). Both GEMM kinds. */
+static int cmp_gemm(const char *what, const uint16_t *gpu, const uint16_t *ref, size_t n)
+{
+    double se = 0.0, sr = 0.0;
+    size_t nonfin = 0, gt1 = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double g = h3_bf16_to_f32(gpu[i]), rr = h3_bf16_to_f32(ref[i]);
+        if (!isfinite(g)) {
+            nonfin++;
+            continue;
+        }
+        se += (g - rr) * (g - rr);
+        sr += rr * rr;
+        if (abs(bf16_ord(gpu[i]) - bf16_ord(ref[i])) > 1) gt1++;
+    }
+    const double rel = sqrt(se / (sr > 0 ? sr : 1));
+    const int ok = nonfin == 0 && rel <= 1e-2;
+    result(ok, "%s: rel RMS %.3e (limit 1e-2), %zu of %zu beyond 1 ulp, %zu non-finite", what, rel, gt1, n, nonfin);
+    return ok;
+}
+
+/* Multiplies row r of x [rows][cols] by 2^U(-oct, oct) (stream st): rows of
+ * very different magnitudes, so a wrong or transposed per-row scale shows. */
+static void scale_rows(uint16_t *x, int rows, int cols, uint64_t st, double oct)
+{
+    for (int r = 0; r < rows; r++) {
+        const float f = exp2f((float)(2.0 * oct * h3_uniform(g_seed, st, (uint64_t)r) - oct));
+        for (int c = 0; c < cols; c++) x[(size_t)r * cols + c] = h3_f32_to_bf16(h3_bf16_to_f32(x[(size_t)r * cols + c]) * f);
+    }
+}
+
 typedef struct {
     h3_lt *lt;
     const uint16_t *x, *W;
@@ -477,24 +509,7 @@ static void test_gemm(h3_lt *lt, int S, int N, int K)
     outbuf o = {c.y, ny * 2, gpu};
     /* Two runs of one cached algorithm are normally identical; reported, but
      * cuBLASLt does not promise it, so only the accuracy below decides. */
-    const int r = run_twice(what, gemm_launch, &c, &o, 1, 0);
-    if (r >= 0) {
-        double se = 0.0, sr = 0.0;
-        size_t nonfin = 0, gt1 = 0;
-        for (size_t i = 0; i < ny; i++) {
-            const double g = h3_bf16_to_f32(gpu[i]), rr = h3_bf16_to_f32(ref[i]);
-            if (!isfinite(g)) {
-                nonfin++;
-                continue;
-            }
-            se += (g - rr) * (g - rr);
-            sr += rr * rr;
-            if (abs(bf16_ord(gpu[i]) - bf16_ord(ref[i])) > 1) gt1++;
-        }
-        const double rel = sqrt(se / (sr > 0 ? sr : 1));
-        result(nonfin == 0 && rel <= 1e-2, "%s: rel RMS %.3e (limit 1e-2), %zu of %zu beyond 1 ulp, %zu non-finite",
-               what, rel, gt1, ny, nonfin);
-    }
+    if (run_twice(what, gemm_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
     cudaFree((void *)c.x), cudaFree((void *)c.W), cudaFree(c.y);
     free(x), free(W), free(ref), free(gpu);
 }
@@ -519,10 +534,7 @@ static void test_quant_rows(int rows, int cols)
     const size_t n = (size_t)rows * cols;
     uint16_t *x = xmalloc(n * 2);
     fill_bf16_normal(x, n, 0.0f, 1.0f);
-    for (int r = 0; r < rows; r++) {
-        const float f = exp2f((float)(16.0 * h3_uniform(g_seed, 2000, (uint64_t)r) - 8.0));
-        for (int c = 0; c < cols; c++) x[(size_t)r * cols + c] = h3_f32_to_bf16(h3_bf16_to_f32(x[(size_t)r * cols + c]) * f);
-    }
+    scale_rows(x, rows, cols, 2000, 8.0);
     if (rows > 1) memset(x + cols, 0, (size_t)cols * 2);
     if (rows > 2) x[2 * (size_t)cols] = 0x7f7f; /* 3.39e38 */
     uint8_t *rq = xmalloc(n), *gq = xmalloc(n);
@@ -688,14 +700,8 @@ static void test_gemm_fp8(h3_lt *lt, int S, int N, int K)
     uint16_t *x = xmalloc(nx * 2), *W = xmalloc(nw * 2), *ref = xmalloc(ny * 2), *gpu = xmalloc(ny * 2);
     fill_bf16_normal(x, nx, 0.0f, 1.0f);
     fill_bf16_uniform(W, nw, -0.05f, 0.05f);
-    for (int r = 0; r < S; r++) { /* per-token magnitudes 2^U(-4, 4) */
-        const float f = exp2f((float)(8.0 * h3_uniform(g_seed, 3000, (uint64_t)r) - 4.0));
-        for (int k = 0; k < K; k++) x[(size_t)r * K + k] = h3_f32_to_bf16(h3_bf16_to_f32(x[(size_t)r * K + k]) * f);
-    }
-    for (int r = 0; r < N; r++) { /* per-channel magnitudes 2^U(-2, 2) */
-        const float f = exp2f((float)(4.0 * h3_uniform(g_seed, 3001, (uint64_t)r) - 2.0));
-        for (int k = 0; k < K; k++) W[(size_t)r * K + k] = h3_f32_to_bf16(h3_bf16_to_f32(W[(size_t)r * K + k]) * f);
-    }
+    scale_rows(x, S, K, 3000, 4.0); /* per-token magnitudes 2^U(-4, 4) */
+    scale_rows(W, N, K, 3001, 2.0); /* per-channel magnitudes 2^U(-2, 2) */
     uint8_t *x8 = xmalloc(nx), *W8 = xmalloc(nw);
     float *sx = xmalloc((size_t)S * 4), *sw = xmalloc((size_t)N * 4);
     cpu_quant_rows_e4m3(x, S, K, x8, sx);
@@ -706,22 +712,7 @@ static void test_gemm_fp8(h3_lt *lt, int S, int N, int K)
     char what[128];
     snprintf(what, sizeof what, "gemm_fp8 S=%d N=%d K=%d", S, N, K);
     outbuf o = {c.y, ny * 2, gpu};
-    if (run_twice(what, gemm8_launch, &c, &o, 1, 0) >= 0) {
-        double se = 0.0, sr = 0.0;
-        size_t nonfin = 0;
-        for (size_t i = 0; i < ny; i++) {
-            const double g = h3_bf16_to_f32(gpu[i]), rr = h3_bf16_to_f32(ref[i]);
-            if (!isfinite(g)) {
-                nonfin++;
-                continue;
-            }
-            se += (g - rr) * (g - rr);
-            sr += rr * rr;
-        }
-        const double rel = sqrt(se / (sr > 0 ? sr : 1));
-        result(nonfin == 0 && rel <= 1e-2, "%s: rel RMS %.3e vs cpu_gemm_fp8 (limit 1e-2), %zu non-finite", what, rel,
-               nonfin);
-    }
+    if (run_twice(what, gemm8_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
     cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
     free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sw);
 }
