@@ -180,6 +180,53 @@ void h3_compare_e4m3(report_check *c, const uint8_t *got, const uint8_t *ref, lo
                  differ, n, far, first, first >= 0 ? got[first] : 0, first >= 0 ? ref[first] : 0);
 }
 
+/* Scales: the fraction that differ at all (rel_rms) and the largest
+ * relative difference (max_abs); tol_rms / tol_max bound them. */
+static void compare_scales(report_check *c, const float *got, const float *ref, long n, int at_least_one)
+{
+    /* tol_rms is a fraction of the scales; at_least_one: one may differ
+     * whenever any may (per-token rows of a small sample) */
+    const double allowed = at_least_one && c->tol_rms > 0 && c->tol_rms * n < 1 ? 1.0 / n : c->tol_rms;
+    long differ = 0, far = 0;
+    double worst = 0;
+    for (long j = 0; j < n; j++) {
+        if (got[j] == ref[j]) continue;
+        differ++;
+        double rel = fabs((double)got[j] - ref[j]) / fabs((double)ref[j]);
+        if (!(rel <= c->tol_max)) far++;
+        if (!(rel <= worst)) worst = rel;
+    }
+    c->count = n;
+    c->rel_rms = n ? (double)differ / (double)n : 0;
+    c->max_abs = worst;
+    c->asserted = 1;
+    c->pass = far == 0 && c->rel_rms <= allowed;
+    if (!c->pass)
+        snprintf(c->detail, sizeof c->detail, "%ld of %ld scales differ (largest by %.3g relative)", differ, n, worst);
+}
+
+/* A compact [nrows][N] bf16 buffer for the CPU's output on the sampled rows. */
+static uint16_t *rows_buf(const h3_check_ctx *k, long N)
+{
+    uint16_t *b = malloc((size_t)k->nrows * N * 2);
+    CHECK(b, "out of host memory");
+    return b;
+}
+
+/* The sampled rows of y_gpu [S][N] against ref (the CPU's output on them,
+ * from rows_buf; freed here): check (stage, what), tolerance of tol. */
+static void rows_vs_cpu(report *r, const h3_check_ctx *k, const char *stage, const char *what, const char *tol,
+                        uint16_t *ref, const uint16_t *y_gpu, long N)
+{
+    uint16_t *got = rows_buf(k, N);
+    h3_gather_rows_bf16(y_gpu, N, k->rows, k->nrows, got);
+    report_check *c = report_add_check(r, stage, what);
+    set_tol(c, tol);
+    h3_compare_bf16(c, got, ref, k->nrows, N, k->rows, 1);
+    free(ref);
+    free(got);
+}
+
 void h3_check_adaln(report *r, const h3_check_ctx *k, const uint16_t *mod_gpu)
 {
     const int N = h3_mod_width(k->cfg);
@@ -196,29 +243,17 @@ void h3_check_rmsnorm_mod(report *r, const h3_check_ctx *k, const char *stage, c
                           const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *out_gpu)
 {
     const int C = k->cfg->hidden;
-    uint16_t *ref = malloc((size_t)k->nrows * C * 2), *got = malloc((size_t)k->nrows * C * 2);
-    CHECK(ref && got, "out of host memory");
+    uint16_t *ref = rows_buf(k, C);
     cpu_rmsnorm_mod(x, w, mod, k->in->tags, k->S, C, k->cfg->eps, slot_shift, slot_scale, k->rows, k->nrows, ref);
-    h3_gather_rows_bf16(out_gpu, C, k->rows, k->nrows, got);
-    report_check *c = report_add_check(r, stage, "vs cpu");
-    set_tol(c, stage);
-    h3_compare_bf16(c, got, ref, k->nrows, C, k->rows, 1);
-    free(ref);
-    free(got);
+    rows_vs_cpu(r, k, stage, "vs cpu", stage, ref, out_gpu, C);
 }
 
 void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *W, int N,
                    int K, const uint16_t *y_gpu)
 {
-    uint16_t *ref = malloc((size_t)k->nrows * N * 2), *got = malloc((size_t)k->nrows * N * 2);
-    CHECK(ref && got, "out of host memory");
+    uint16_t *ref = rows_buf(k, N);
     cpu_gemm_bf16(x, W, k->S, N, K, k->rows, k->nrows, ref);
-    h3_gather_rows_bf16(y_gpu, N, k->rows, k->nrows, got);
-    report_check *c = report_add_check(r, stage, "vs cpu");
-    set_tol(c, stage);
-    h3_compare_bf16(c, got, ref, k->nrows, N, k->rows, 1);
-    free(ref);
-    free(got);
+    rows_vs_cpu(r, k, stage, "vs cpu", stage, ref, y_gpu, N);
 }
 
 void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const uint8_t *q8, const uint8_t *k8,
@@ -245,25 +280,8 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
     const char *swhat[3] = {"q scales vs cpu", "k scales vs cpu", "v scales vs cpu"};
     for (int i = 0; i < 3; i++) {
         report_check *c = report_add_check(r, "qk_norm_rope_quant", swhat[i]);
-        set_tol(c, "qk_scales");
-        long differ = 0, far = 0;
-        double worst = 0;
-        for (size_t j = 0; j < ns; j++) {
-            const float *ref_s = rs + i * ns;
-            if (gs[i][j] == ref_s[j]) continue;
-            differ++;
-            double rel = fabs((double)gs[i][j] - ref_s[j]) / fabs((double)ref_s[j]);
-            if (!(rel <= c->tol_max) || i == 2) far++;
-            if (!(rel <= worst)) worst = rel;
-        }
-        c->count = (long)ns;
-        c->rel_rms = (double)differ / (double)ns; /* the fraction of groups that differ */
-        c->max_abs = worst;                       /* the largest relative difference */
-        c->asserted = 1;
-        c->pass = far == 0 && c->rel_rms <= c->tol_rms;
-        if (!c->pass)
-            snprintf(c->detail, sizeof c->detail, "%ld of %zu group scales differ (largest by %.3g relative)", differ,
-                     ns, worst);
+        set_tol(c, i == 2 ? "quant_exact" : "qk_scales");
+        compare_scales(c, gs[i], rs + i * ns, (long)ns, 0);
     }
     free(rq);
     free(rk);
@@ -310,29 +328,17 @@ void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage,
                             const uint16_t *mod, int slot_gate, const uint16_t *out_gpu)
 {
     const int C = k->cfg->hidden;
-    uint16_t *ref = malloc((size_t)k->nrows * C * 2), *got = malloc((size_t)k->nrows * C * 2);
-    CHECK(ref && got, "out of host memory");
+    uint16_t *ref = rows_buf(k, C);
     cpu_gate_residual(x, y, mod, k->in->tags, k->S, C, slot_gate, k->rows, k->nrows, ref);
-    h3_gather_rows_bf16(out_gpu, C, k->rows, k->nrows, got);
-    report_check *c = report_add_check(r, stage, "vs cpu");
-    set_tol(c, stage);
-    h3_compare_bf16(c, got, ref, k->nrows, C, k->rows, 1);
-    free(ref);
-    free(got);
+    rows_vs_cpu(r, k, stage, "vs cpu", stage, ref, out_gpu, C);
 }
 
 void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu)
 {
     const int F = k->cfg->ffn;
-    uint16_t *ref = malloc((size_t)k->nrows * F * 2), *got = malloc((size_t)k->nrows * F * 2);
-    CHECK(ref && got, "out of host memory");
+    uint16_t *ref = rows_buf(k, F);
     cpu_swiglu(g, k->S, F, k->rows, k->nrows, ref);
-    h3_gather_rows_bf16(u_gpu, F, k->rows, k->nrows, got);
-    report_check *c = report_add_check(r, "swiglu", "vs cpu");
-    set_tol(c, "swiglu");
-    h3_compare_bf16(c, got, ref, k->nrows, F, k->rows, 1);
-    free(ref);
-    free(got);
+    rows_vs_cpu(r, k, "swiglu", "vs cpu", "swiglu", ref, u_gpu, F);
 }
 
 void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress,
@@ -359,30 +365,6 @@ void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_
         h3_compare_bf16(c, out_gpu, ref, k->S, C, NULL, 0);
     }
     free(ref);
-}
-
-/* Scales: the fraction of rows that differ at all (rel_rms) and the largest
- * relative difference (max_abs); tol_rms / tol_max bound them. */
-static void compare_scales(report_check *c, const float *got, const float *ref, long n)
-{
-    /* tol_rms is a fraction of rows; at least one row may differ when any may */
-    const double allowed = c->tol_rms > 0 && c->tol_rms * n < 1 ? 1.0 / n : c->tol_rms;
-    long differ = 0, far = 0;
-    double worst = 0;
-    for (long j = 0; j < n; j++) {
-        if (got[j] == ref[j]) continue;
-        differ++;
-        double rel = fabs((double)got[j] - ref[j]) / fabs((double)ref[j]);
-        if (!(rel <= c->tol_max)) far++;
-        if (!(rel <= worst)) worst = rel;
-    }
-    c->count = n;
-    c->rel_rms = n ? (double)differ / (double)n : 0;
-    c->max_abs = worst;
-    c->asserted = 1;
-    c->pass = far == 0 && c->rel_rms <= allowed;
-    if (!c->pass)
-        snprintf(c->detail, sizeof c->detail, "%ld of %ld scales differ (largest by %.3g relative)", differ, n, worst);
 }
 
 void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *ref_rows, int cols,
@@ -428,7 +410,7 @@ void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const
                  differ, same_n, far, first >= 0 ? k->rows[first / cols] : -1, first >= 0 ? first % cols : -1L);
     c = report_add_check(r, stage, "row scales vs cpu");
     set_tol(c, "row_scales");
-    compare_scales(c, gs, rs, n);
+    compare_scales(c, gs, rs, n, 1);
     free(rq);
     free(gq);
     free(rs);
@@ -466,7 +448,7 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
     snprintf(w, sizeof w, "%s scales vs cpu", what);
     c = report_add_check(r, stage, w);
     set_tol(c, "quant_exact");
-    compare_scales(c, gs, rs, n);
+    compare_scales(c, gs, rs, n, 0);
     if (gathered) {
         free(xr);
         free(gq);
@@ -479,15 +461,9 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
 void h3_check_gemm_fp8(report *r, const h3_check_ctx *k, const char *stage, const uint8_t *x8, const float *sx,
                        const uint8_t *W8, const float *sw, int N, int K, const uint16_t *y_gpu)
 {
-    uint16_t *ref = malloc((size_t)k->nrows * N * 2), *got = malloc((size_t)k->nrows * N * 2);
-    CHECK(ref && got, "out of host memory");
+    uint16_t *ref = rows_buf(k, N);
     cpu_gemm_fp8(x8, sx, W8, sw, k->S, N, K, k->rows, k->nrows, ref);
-    h3_gather_rows_bf16(y_gpu, N, k->rows, k->nrows, got);
-    report_check *c = report_add_check(r, stage, "fp8 vs cpu (same e4m3 operands)");
-    set_tol(c, stage);
-    h3_compare_bf16(c, got, ref, k->nrows, N, k->rows, 1);
-    free(ref);
-    free(got);
+    rows_vs_cpu(r, k, stage, "fp8 vs cpu (same e4m3 operands)", stage, ref, y_gpu, N);
 }
 
 void h3_check_rmsnorm_mod_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x,
@@ -495,8 +471,7 @@ void h3_check_rmsnorm_mod_q8(report *r, const h3_check_ctx *k, const char *stage
                              const uint8_t *q8_gpu, const float *s_gpu)
 {
     const int C = k->cfg->hidden;
-    uint16_t *ref = malloc((size_t)k->nrows * C * 2);
-    CHECK(ref, "out of host memory");
+    uint16_t *ref = rows_buf(k, C);
     cpu_rmsnorm_mod(x, w, mod, k->in->tags, k->S, C, k->cfg->eps, slot_shift, slot_scale, k->rows, k->nrows, ref);
     h3_check_rows_q8(r, k, stage, ref, C, q8_gpu, s_gpu);
     free(ref);
@@ -506,8 +481,7 @@ void h3_check_swiglu_q8(report *r, const h3_check_ctx *k, const uint16_t *g, con
                         const float *su_gpu)
 {
     const int F = k->cfg->ffn;
-    uint16_t *ref = malloc((size_t)k->nrows * F * 2);
-    CHECK(ref, "out of host memory");
+    uint16_t *ref = rows_buf(k, F);
     cpu_swiglu(g, k->S, F, k->rows, k->nrows, ref);
     h3_check_rows_q8(r, k, "swiglu", ref, F, u8_gpu, su_gpu);
     free(ref);

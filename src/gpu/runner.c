@@ -298,22 +298,64 @@ static void *host_copy(const void *dptr, size_t bytes)
     return h;
 }
 
+/* A GEMM's input as the GEMM read it, on the host: BF16 (x), or e4m3 rows
+ * with their per-token scales (x8, s) in the FP8 mode. */
+typedef struct {
+    uint16_t *x;
+    uint8_t *x8;
+    float *s;
+} gemm_in;
+
+static gemm_in fetch_gemm_in(const block_run *br, const uint16_t *dx, const uint8_t *dx8, const float *ds, int cols)
+{
+    gemm_in in = {0};
+    if (br->fp8) {
+        in.x8 = host_copy(dx8, (size_t)br->S * cols);
+        in.s = host_copy(ds, (size_t)br->S * 4);
+    } else {
+        in.x = host_copy(dx, (size_t)br->S * cols * 2);
+    }
+    return in;
+}
+
+static void free_gemm_in(gemm_in *in)
+{
+    free(in->x);
+    free(in->x8);
+    free(in->s);
+}
+
 /* The GEMM stage check of either mode, plus (FP8) the check of its
  * quantised weight against the CPU's quantisation of the BF16 file weight. */
-static void check_gemm(report *r, const h3_check_ctx *k, block_run *br, int g, const char *stage, const uint16_t *x,
-                       const uint8_t *x8, const float *sx, int N, int K, const uint16_t *y)
+static void check_gemm(report *r, const h3_check_ctx *k, block_run *br, int g, const char *stage, const gemm_in *in,
+                       int N, int K, const uint16_t *y)
 {
     const uint16_t *W = k->blk->w[gemm_tensor[g]];
     if (!br->fp8) {
-        h3_check_gemm(r, k, stage, x, W, N, K, y);
+        h3_check_gemm(r, k, stage, in->x, W, N, K, y);
         return;
     }
     uint8_t *w8 = host_copy(br->d.w8[g], (size_t)N * K);
     float *ws = host_copy(br->d.ws[g], (size_t)N * 4);
     h3_check_quant_exact(r, k, stage, "weights e4m3", W, N, K, NULL, w8, ws);
-    h3_check_gemm_fp8(r, k, stage, x8, sx, w8, ws, N, K, y);
+    h3_check_gemm_fp8(r, k, stage, in->x8, in->s, w8, ws, N, K, y);
     free(w8);
     free(ws);
+}
+
+/* norm*_mod (its BF16 output, or the e4m3 rows it wrote) and the GEMM it feeds. */
+static void check_norm_gemm(report *r, const h3_check_ctx *k, block_run *br, const char *norm, const uint16_t *x,
+                            int wt, const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *dx,
+                            const uint8_t *dx8, const float *ds, int g, const char *gemm, int N, const uint16_t *y)
+{
+    const int C = br->cfg->hidden;
+    gemm_in in = fetch_gemm_in(br, dx, dx8, ds, C);
+    if (br->fp8)
+        h3_check_rmsnorm_mod_q8(r, k, norm, x, k->blk->w[wt], mod, slot_shift, slot_scale, in.x8, in.s);
+    else
+        h3_check_rmsnorm_mod(r, k, norm, x, k->blk->w[wt], mod, slot_shift, slot_scale, in.x);
+    check_gemm(r, k, br, g, gemm, &in, N, C, y);
+    free_gemm_in(&in);
 }
 
 static void run_checks(const cli_options *o, block_run *br, const h3_block *blk, const h3_inputs *in, report *r,
@@ -338,21 +380,8 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     uint16_t *mod = host_copy(d->mod, (size_t)h3_mod_width(c) * 2);
     h3_check_adaln(r, &k, mod);
     uint16_t *qkv = host_copy(d->qkv, (size_t)S * 3 * I * 2);
-    if (fp8) {
-        uint8_t *a8 = host_copy(d->a8, (size_t)S * C);
-        float *sa = host_copy(d->sa, (size_t)S * 4);
-        h3_check_rmsnorm_mod_q8(r, &k, "norm1_mod", in->x, blk->w[H3_T_NORM1], mod, H3_SLOT_SHIFT_MSA,
-                                H3_SLOT_SCALE_MSA, a8, sa);
-        check_gemm(r, &k, br, G_QKV, "qkv_gemm", NULL, a8, sa, 3 * I, C, qkv);
-        free(a8);
-        free(sa);
-    } else {
-        uint16_t *a = host_copy(d->a, (size_t)S * C * 2);
-        h3_check_rmsnorm_mod(r, &k, "norm1_mod", in->x, blk->w[H3_T_NORM1], mod, H3_SLOT_SHIFT_MSA,
-                             H3_SLOT_SCALE_MSA, a);
-        check_gemm(r, &k, br, G_QKV, "qkv_gemm", a, NULL, NULL, 3 * I, C, qkv);
-        free(a);
-    }
+    check_norm_gemm(r, &k, br, "norm1_mod", in->x, H3_T_NORM1, mod, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, d->a, d->a8,
+                    d->sa, G_QKV, "qkv_gemm", 3 * I, qkv);
     uint8_t *q8 = host_copy(d->q8, (size_t)H * Sp * 128), *k8 = host_copy(d->k8, (size_t)H * Sp * 128),
             *vt8 = host_copy(d->vt8, (size_t)H * Sp * 128);
     float *sq = host_copy(d->sq, H * G * 4), *sk = host_copy(d->sk, H * G * 4), *sv = host_copy(d->sv, H * G * 4);
@@ -370,49 +399,29 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     free(lse);
     uint16_t *y1 = host_copy(d->y1, (size_t)S * C * 2);
     if (fp8) {
-        uint8_t *O8 = host_copy(d->O8, (size_t)S * I);
-        float *sO = host_copy(d->sO, (size_t)S * 4);
-        h3_check_quant_exact(r, &k, "out_quant", "O", O, k.nrows, I, k.rows, O8, sO);
-        check_gemm(r, &k, br, G_OUT, "out_gemm", NULL, O8, sO, C, I, y1);
-        free(O8);
-        free(sO);
+        gemm_in o8 = fetch_gemm_in(br, NULL, d->O8, d->sO, I);
+        h3_check_quant_exact(r, &k, "out_quant", "O", O, k.nrows, I, k.rows, o8.x8, o8.s);
+        check_gemm(r, &k, br, G_OUT, "out_gemm", &o8, C, I, y1);
+        free_gemm_in(&o8);
     } else {
-        check_gemm(r, &k, br, G_OUT, "out_gemm", O, NULL, NULL, C, I, y1);
+        const gemm_in ob = {O, NULL, NULL}; /* the BF16 O already fetched */
+        check_gemm(r, &k, br, G_OUT, "out_gemm", &ob, C, I, y1);
     }
     free(O);
     uint16_t *x1 = host_copy(d->x1, (size_t)S * C * 2);
     h3_check_gate_residual(r, &k, "gate_res1", in->x, y1, mod, H3_SLOT_GATE_MSA, x1);
     free(y1);
     uint16_t *g = host_copy(d->g, (size_t)S * 2 * F * 2);
-    if (fp8) {
-        uint8_t *b8 = host_copy(d->b8, (size_t)S * C);
-        float *sb = host_copy(d->sb, (size_t)S * 4);
-        h3_check_rmsnorm_mod_q8(r, &k, "norm2_mod", x1, blk->w[H3_T_NORM2], mod, H3_SLOT_SHIFT_MLP,
-                                H3_SLOT_SCALE_MLP, b8, sb);
-        check_gemm(r, &k, br, G_FC1, "fc1_gemm", NULL, b8, sb, 2 * F, C, g);
-        free(b8);
-        free(sb);
-    } else {
-        uint16_t *b = host_copy(d->b, (size_t)S * C * 2);
-        h3_check_rmsnorm_mod(r, &k, "norm2_mod", x1, blk->w[H3_T_NORM2], mod, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP,
-                             b);
-        check_gemm(r, &k, br, G_FC1, "fc1_gemm", b, NULL, NULL, 2 * F, C, g);
-        free(b);
-    }
+    check_norm_gemm(r, &k, br, "norm2_mod", x1, H3_T_NORM2, mod, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, d->b, d->b8,
+                    d->sb, G_FC1, "fc1_gemm", 2 * F, g);
     uint16_t *y2 = host_copy(d->y2, (size_t)S * C * 2);
-    if (fp8) {
-        uint8_t *u8 = host_copy(d->u8, (size_t)S * F);
-        float *su = host_copy(d->su, (size_t)S * 4);
-        h3_check_swiglu_q8(r, &k, g, u8, su);
-        check_gemm(r, &k, br, G_FC2, "fc2_gemm", NULL, u8, su, C, F, y2);
-        free(u8);
-        free(su);
-    } else {
-        uint16_t *u = host_copy(d->u, (size_t)S * F * 2);
-        h3_check_swiglu(r, &k, g, u);
-        check_gemm(r, &k, br, G_FC2, "fc2_gemm", u, NULL, NULL, C, F, y2);
-        free(u);
-    }
+    gemm_in u = fetch_gemm_in(br, d->u, d->u8, d->su, F);
+    if (fp8)
+        h3_check_swiglu_q8(r, &k, g, u.x8, u.s);
+    else
+        h3_check_swiglu(r, &k, g, u.x);
+    check_gemm(r, &k, br, G_FC2, "fc2_gemm", &u, C, F, y2);
+    free_gemm_in(&u);
     free(g);
     uint16_t *out = host_copy(d->out, (size_t)S * C * 2);
     h3_check_gate_residual(r, &k, "gate_res2", x1, y2, mod, H3_SLOT_GATE_MLP, out);

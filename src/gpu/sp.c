@@ -134,6 +134,19 @@ static void qkv_pieces(const sp_ctx *x, int r, int j, const void *src[6], size_t
     src[5] = d->sv + j * Hl * ng;
 }
 
+/* Bytes of the QKV message rank r sends to each rank (the six pieces). */
+static size_t qkv_msg_bytes(const sp_ctx *x, int r)
+{
+    const void *src[6];
+    size_t bytes[6], n = 0;
+    qkv_pieces(x, r, 0, src, bytes);
+    for (int k = 0; k < 6; k++) n += bytes[k];
+    return n;
+}
+
+/* Bytes of the O message rank j sends to rank r: r's rows of j's heads. */
+static size_t o_msg_bytes(const sp_ctx *x, int r) { return (size_t)x->rk[r].S_r * x->Hl * 128 * 2; }
+
 /* One message: a device copy (same GPU) or an NCCL send/recv pair (inside a group). */
 static void xfer(sp_ctx *x, int from, const void *src, int to, void *dst, size_t bytes)
 {
@@ -216,7 +229,7 @@ static void a2a_o(sp_ctx *x)
         for (int r = 0; r < x->P; r++) {
             const sp_rank *b = &x->rk[r];
             xfer(x, j, x->rk[j].aO + (size_t)b->tok0 * Hl * 128, r, x->rk[r].stage_o + x->rk[r].off_o[j] / 2,
-                 (size_t)b->S_r * Hl * 128 * 2);
+                 o_msg_bytes(x, r));
         }
     group(x, 0);
     for (int r = 0; r < x->P; r++) {
@@ -397,11 +410,10 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         sp_rank *b = &x->rk[j];
         size_t oq = 0, oo = 0;
         for (int rr = 0; rr < P; rr++) {
-            const size_t sp_r = (size_t)x->rk[rr].ng * 128;
             b->off_qkv[rr] = oq;
-            oq += Hl * sp_r * 384 + Hl * x->rk[rr].ng * 12;
+            oq += qkv_msg_bytes(x, rr);
             b->off_o[rr] = oo;
-            oo += (size_t)b->S_r * Hl * 128 * 2;
+            oo += o_msg_bytes(x, j);
         }
         CUDA_CHECK(cudaSetDevice(b->dev));
         size_t t = 0;
@@ -409,10 +421,9 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
             h3r_dev_alloc((void **)&b->stage_o, oo, &t, err, errlen))
             return -1;
         /* bytes rank j sends to the others */
-        const size_t sp_j = (size_t)b->ng * 128;
-        double sq = (double)(P - 1) * (Hl * sp_j * 384 + Hl * b->ng * 12), so = 0;
+        double sq = (double)(P - 1) * qkv_msg_bytes(x, j), so = 0;
         for (int rr = 0; rr < P; rr++)
-            if (rr != j) so += (double)x->rk[rr].S_r * Hl * 128 * 2;
+            if (rr != j) so += (double)o_msg_bytes(x, rr);
         if (sq > qkv_max) qkv_max = sq;
         if (so > o_max) o_max = so;
     }
