@@ -29,7 +29,12 @@
  *        GEMMs (named barriers 1 and 2, 256 threads), so one warpgroup's
  *        softmax runs while the other's GEMMs occupy the tensor cores; 2 stages.
  *     3  2 with 3 K/V stages (112 KB of tiles).
- *   Every variant does the same arithmetic in the same order per thread
+ *     4..15  1 with the options of the kF* flags below (P through shared
+ *        memory, the O update ordered after the softmax, rescale without the
+ *        warp vote, 3 stages, ping-pong), and two experiments that accumulate
+ *        O in the tensor cores (fail the accuracy contract); names in
+ *        variants(), figures in docs/perf.md (2026-12-03). v1 stays fastest.
+ *   Every variant but the experiments does the same arithmetic in the same order per thread
  *   (same wgmma sums, same softmax code, O rescaled between the same two PV
  *   accumulations), so the outputs are expected to be bit-identical.
  *
@@ -84,8 +89,9 @@ constexpr uint32_t kTile = 16384; /* 128 x 128 e4m3 */
 /* Shared memory for a ring of St stages: Q | K[St] | V[St] | mbarriers,
  * 1024-aligned tiles (the 128-byte swizzle pattern repeats every 8 rows x
  * 128 B). */
-template <int St> struct SmemLayout { /* K at kTile, V at kTile * (1 + St) */
-    static constexpr uint32_t kOffBar = kTile * (1 + 2 * St);
+template <int St> struct SmemLayout { /* K at kTile, V at kTile * (1 + St), P after V */
+    static constexpr uint32_t kOffP = kTile * (1 + 2 * St); /* 2 x 8 KB: each consumer WG's P8 */
+    static constexpr uint32_t kOffBar = kOffP + kTile;
     static constexpr int kBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
     static_assert(8 * (1 + 4 * St) <= 128, "mbarriers overflow their 128 bytes");
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
@@ -156,6 +162,7 @@ struct Consumer {
     float pv[64];       /* P V of one key tile, from the tensor cores */
     uint32_t p[4][4];   /* P8 as wgmma A fragments, one [4] per 32-key k-step */
     float m0, m1, l0, l1;
+    float sum0, sum1;   /* the last softmax's row sums (partial, this thread) */
 };
 
 static __device__ __forceinline__ void release(uint32_t bar, int lane)
@@ -187,21 +194,70 @@ static __device__ __forceinline__ void issue_qk(Consumer &c, uint64_t dq, uint32
  * when V has a mean, as a GEMM output does (SageAttention2 saw the same and
  * promotes the same way). Within one tile (4 k-steps of 32 keys) the loss is
  * ~2^-13 relative. */
-static __device__ __forceinline__ void issue_pv(Consumer &c, uint32_t sv_addr)
+template <bool kToO = false> static __device__ __forceinline__ void issue_pv(Consumer &c, uint32_t sv_addr)
 {
+    /* kToO (experiment kFTcAcc only): accumulate into O inside the tensor
+     * cores, as FA3 does -- loses the low bits described above. */
+    float(&acc)[64] = kToO ? c.o : c.pv;
     const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(c.pv, c.p[kk], dv + 2 * kk, kk > 0);
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(acc, c.p[kk], dv + 2 * kk, kToO || kk > 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+}
+
+/* Same with P8 from shared memory (dp: this warpgroup's 64 x 128 P tile,
+ * K-major, 128-byte swizzle, written by store_p): no A registers held while
+ * the GEMM runs, which is what lets the softmax of the next tile overlap it
+ * (with P in registers the consumer needs s + o + pv + p = 208 live registers
+ * and ptxas hoists the wait for PV above the softmax to reuse p's). */
+static __device__ __forceinline__ void issue_pv_ss(Consumer &c, uint64_t dp, uint32_t sv_addr)
+{
+    const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(c.pv, dp + 2 * kk, dv + 2 * kk, kk > 0);
     sm90::wgmma_commit();
 #pragma unroll
     for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+}
+
+/* c.p (the A fragments convert_p made) -> this warpgroup's P tile in shared
+ * memory at sp: register a[kk][r] holds row 16w + g + 8(r & 1), k bytes
+ * 32kk + 16(r >> 1) + 4t .. +3; the 128-byte swizzle puts 16-byte chunk c of
+ * row r at chunk c ^ (r % 8) (= c ^ g). The 32 lanes of a store hit 32
+ * distinct banks. Then every thread fences its writes to the async proxy and
+ * the warpgroup synchronises (named barrier 3 + wgi), so the next PV reads
+ * the whole tile. */
+template <bool kWarpOnly>
+static __device__ __forceinline__ void store_p(const Consumer &c, uint32_t sp, int wgi, int w, int g, int t)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const uint32_t row = 16 * w + g + 8 * (r & 1), chunk = (uint32_t)((2 * kk + (r >> 1)) ^ g);
+            sm90::sts32(sp + row * 128 + chunk * 16 + 4 * t, c.p[kk][r]);
+        }
+    sm90::fence_proxy_async_smem();
+    /* Warp w's rows of the PV result depend only on its own rows of P, which
+     * is what FA3 relies on when it hands P over with __syncwarp alone. */
+    if constexpr (kWarpOnly)
+        __syncwarp();
+    else if (wgi == 0)
+        sm90::named_bar_sync<3, 128>();
+    else
+        sm90::named_bar_sync<4, 128>();
 }
 
 /* O += pv, in FP32 (after the PV group has completed). */
@@ -209,6 +265,25 @@ static __device__ __forceinline__ void add_pv(Consumer &c)
 {
 #pragma unroll
     for (int i = 0; i < 64; ++i) c.o[i] += c.pv[i];
+}
+
+/* The same sums, made to wait for the softmax that precedes them. ptxas
+ * schedules the O += pv adds into the softmax's exp2 stream to fill its
+ * latencies, which moves the wait for PV(n-1) above the softmax and so
+ * serialises the PV GEMM with the softmax it was meant to overlap. Here the
+ * adds are fma(pv, one, o) with one = 1 + sum * zf, zf = 0 at run time but
+ * unknown to the compiler, so no add can issue before the row sums (the last
+ * softmax results) exist. one is exactly 1: the sums are bit-identical. */
+static __device__ __forceinline__ void add_pv_after_softmax(Consumer &c, float zf)
+{
+    const float one0 = fmaf(c.sum0, zf, 1.f), one1 = fmaf(c.sum1, zf, 1.f);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        c.o[4 * j + 0] = fmaf(c.pv[4 * j + 0], one0, c.o[4 * j + 0]);
+        c.o[4 * j + 1] = fmaf(c.pv[4 * j + 1], one0, c.o[4 * j + 1]);
+        c.o[4 * j + 2] = fmaf(c.pv[4 * j + 2], one1, c.o[4 * j + 2]);
+        c.o[4 * j + 3] = fmaf(c.pv[4 * j + 3], one1, c.o[4 * j + 3]);
+    }
 }
 
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
@@ -224,12 +299,21 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
             for (int e = 0; e < 4; ++e)
                 if (8 * j + 2 * t + (e & 1) >= kvalid) c.s[4 * j + e] = -INFINITY;
     }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+    /* Row maxima as a tree (depth 5, not a chain of 16): max is exact, so
+     * the order changes no bit, only the latency before the exps can start. */
+    float a0[8], a1[8];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        mx0 = fmaxf(mx0, fmaxf(c.s[4 * j + 0], c.s[4 * j + 1]));
-        mx1 = fmaxf(mx1, fmaxf(c.s[4 * j + 2], c.s[4 * j + 3]));
+    for (int j = 0; j < 8; ++j) {
+        a0[j] = fmaxf(fmaxf(c.s[8 * j + 0], c.s[8 * j + 1]), fmaxf(c.s[8 * j + 4], c.s[8 * j + 5]));
+        a1[j] = fmaxf(fmaxf(c.s[8 * j + 2], c.s[8 * j + 3]), fmaxf(c.s[8 * j + 6], c.s[8 * j + 7]));
     }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a0[j] = fmaxf(a0[j], a0[j + 4]);
+        a1[j] = fmaxf(a1[j], a1[j + 4]);
+    }
+    float mx0 = fmaxf(fmaxf(a0[0], a0[2]), fmaxf(a0[1], a0[3]));
+    float mx1 = fmaxf(fmaxf(a1[0], a1[2]), fmaxf(a1[1], a1[3]));
     /* the 4 threads of a quad hold one row */
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -252,15 +336,21 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
     }
     c.l0 = c.l0 * alpha0 + sum0;
     c.l1 = c.l1 * alpha1 + sum1;
+    c.sum0 = sum0;
+    c.sum1 = sum1;
     c.m0 = mn0;
     c.m1 = mn1;
 }
 
+template <bool kAlways = false>
 static __device__ __forceinline__ void rescale_o(Consumer &c, float alpha0, float alpha1)
 {
     /* Once the running max settles alpha is exactly 1 for a whole warp; the
-     * multiply by 1 is exact, so skipping it changes no bit. */
-    if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
+     * multiply by 1 is exact, so skipping it changes no bit. kAlways drops
+     * the test: no branch, so ptxas may spread the multiplies into the gaps
+     * of the exp2 stream. */
+    if constexpr (!kAlways)
+        if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         c.o[4 * j + 0] *= alpha0;
@@ -287,9 +377,19 @@ static __device__ __forceinline__ void convert_p(Consumer &c, float mult)
 } // namespace
 #endif
 
-/* kStages: K/V ring depth; kOverlap: intra-warpgroup overlap; kPingPong:
- * turn-taking between the consumer warpgroups (needs kOverlap). */
-template <int kStages, bool kOverlap, bool kPingPong>
+/* Loop options (bits of the kernel's kF template parameter). */
+enum : unsigned {
+    kFOverlap = 1u,  /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
+    kFPingPong = 2u, /* turn-taking between the consumer warpgroups (needs overlap) */
+    kFPSmem = 4u,    /* P8 through shared memory, PV as an SS wgmma (needs overlap) */
+    kFOrder = 8u,    /* O += PV made to depend on the softmax's row sums (needs overlap) */
+    kFPWarp = 16u,   /* with kFPSmem: P handed over with __syncwarp, not a warpgroup barrier */
+    kFRescaleAll = 64u, /* O rescaled every tile, without the warp vote and branch */
+    kFTcAcc = 32u,   /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
+};
+
+/* kStages: K/V ring depth; kF: kF* options. */
+template <int kStages, unsigned kF>
 __global__ void __launch_bounds__(kThreads, 1)
     h3k_attn_fp8_sm90_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128] */
                              const __grid_constant__ CUtensorMap tmK, /* k8 as [H*S_pad][128] */
@@ -302,11 +402,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                              float *__restrict__ lse)  /* [H][S] */
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(!kPingPong || kOverlap, "ping-pong is built on the overlapped loop");
+    constexpr bool kOverlap = kF & kFOverlap, kPingPong = kF & kFPingPong, kPSmem = kF & kFPSmem,
+                   kOrder = kF & kFOrder, kPWarp = kF & kFPWarp, kTcAcc = kF & kFTcAcc,
+                   kRescaleAll = kF & kFRescaleAll;
+    static_assert(!kTcAcc || !kPSmem, "the TC-accumulation experiment keeps P in registers");
+    static_assert(kOverlap || !(kF & ~kFOverlap), "the other options are built on the overlapped loop");
     using L = SmemLayout<kStages>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sQ = base, sK = base + kTile, sV = base + kTile * (1 + kStages);
+    const uint32_t sQ = base, sK = base + kTile, sV = base + kTile * (1 + kStages), sP = base + L::kOffP;
     const Bars<kStages> bars{base + L::kOffBar};
 
     /* q tiles inner: the CTAs resident at once share one head's K/V in L2 */
@@ -368,7 +472,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         c.l0 = c.l1 = 0.f;
 
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2)); /* this WG's 64 rows */
+        const uint32_t sPw = sP + wgi * (kTile / 2);                       /* this WG's P8 tile */
+        const uint64_t dp = sm90::desc_k128_sw128(sPw);
         const int klast = S - (nkt - 1) * kBN;                             /* valid keys of the last tile */
+        const float zf = (float)(S < 0); /* 0 (S >= 1), opaque to the compiler: add_pv_after_softmax */
         float alpha0, alpha1;
 
         sm90::mbar_wait(bars.qfull(), 0);
@@ -384,6 +491,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 release(bars.kempty(0), lane);
                 softmax(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1); /* O = 0: no rescale */
                 convert_p(c, mult);
+                if constexpr (kPSmem) store_p<kPWarp>(c, sPw, wgi, w, g, t);
             }
             /* Ping-pong (FA3's warp-scheduler barriers): in step n warpgroup i
              * waits for its turn on barrier 1 + i, issues QK^T(n) and
@@ -408,7 +516,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
                 issue_qk(c, dq, sK + st * kTile);
                 if constexpr (!kPingPong) sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
-                issue_pv(c, sV + sp * kTile);
+                if constexpr (kPSmem)
+                    issue_pv_ss(c, dp, sV + sp * kTile);
+                else
+                    issue_pv<kTcAcc>(c, sV + sp * kTile);
                 if constexpr (kPingPong)
                     if (wgi == 0 || n < nkt - 1) turn_give(1 - wgi);
                 sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
@@ -416,23 +527,39 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
                 release(bars.kempty(st), lane);
                 softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
-                sm90::wgmma_wait<0>();
+                if constexpr (kOrder)
+                    sm90::wgmma_wait_after<0>(c.sum0 + c.sum1); /* not before the softmax's last exps */
+                else
+                    sm90::wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
                 release(bars.vempty(sp), lane);
-                add_pv(c); /* PV(n-1) was computed with m(n-1), like O */
-                rescale_o(c, alpha0, alpha1);
+                if constexpr (kTcAcc) {
+                    /* PV(n-1) is already in O */
+                } else if constexpr (kOrder) /* PV(n-1) was computed with m(n-1), like O */
+                    add_pv_after_softmax(c, zf);
+                else
+                    add_pv(c);
+                if constexpr (kOrder) { /* the multiplies wait for the row sums too (exact: x 1) */
+                    alpha0 *= fmaf(c.sum0, zf, 1.f);
+                    alpha1 *= fmaf(c.sum1, zf, 1.f);
+                }
+                rescale_o<kRescaleAll>(c, alpha0, alpha1);
                 convert_p(c, (256.f * svn) / svmax);
+                if constexpr (kPSmem) store_p<kPWarp>(c, sPw, wgi, w, g, t);
             }
             {
                 const int sp = (nkt - 1) % kStages;
                 sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
-                issue_pv(c, sV + sp * kTile);
+                if constexpr (kPSmem)
+                    issue_pv_ss(c, dp, sV + sp * kTile);
+                else
+                    issue_pv<kTcAcc>(c, sV + sp * kTile);
                 sm90::wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
                 release(bars.vempty(sp), lane);
-                add_pv(c);
+                if constexpr (!kTcAcc) add_pv(c);
             }
         } else {
             for (int n = 0; n < nkt; ++n) {
@@ -514,18 +641,33 @@ struct Variant {
     const char *name;
 };
 
-template <int St, bool Ov, bool PP> static Variant make_variant(const char *name)
+template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, Ov, PP>, SmemLayout<St>::kBytes, name};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name};
 }
 
 static const Variant *variants(int *count)
 {
     static const Variant v[] = {
-        make_variant<2, false, false>("v0 in-order, 2 stages"),
-        make_variant<2, true, false>("v1 overlap, 2 stages"),
-        make_variant<2, true, true>("v2 overlap+pingpong, 2 stages"),
-        make_variant<3, true, true>("v3 overlap+pingpong, 3 stages"),
+        make_variant<2, 0>("v0 in-order, 2 stages"),
+        make_variant<2, kFOverlap>("v1 overlap, 2 stages"),
+        make_variant<2, kFOverlap | kFPingPong>("v2 overlap+pingpong, 2 stages"),
+        make_variant<3, kFOverlap | kFPingPong>("v3 overlap+pingpong, 3 stages"),
+        make_variant<2, kFOverlap | kFPSmem>("v4 overlap, P via smem, 2 stages"),
+        make_variant<2, kFOverlap | kFOrder>("v5 overlap, ordered O update, 2 stages"),
+        make_variant<2, kFOverlap | kFPSmem | kFOrder>("v6 overlap, P via smem, ordered, 2 stages"),
+        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFPingPong>("v7 overlap+pingpong, P via smem, ordered, 2 stages"),
+        make_variant<3, kFOverlap | kFPSmem | kFOrder>("v8 overlap, P via smem, ordered, 3 stages"),
+        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFPWarp>("v9 overlap, P via smem (warp sync), ordered, 2 stages"),
+        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFPWarp | kFPingPong>(
+            "v10 overlap+pingpong, P via smem (warp sync), ordered, 2 stages"),
+        make_variant<2, kFOverlap | kFTcAcc>("v11 EXPERIMENT overlap, O accumulated in the tensor cores"),
+        make_variant<2, kFOverlap | kFTcAcc | kFPingPong>("v12 EXPERIMENT overlap+pingpong, O in the tensor cores"),
+        make_variant<2, kFOverlap | kFRescaleAll>("v13 overlap, O rescaled every tile, 2 stages"),
+        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFRescaleAll>(
+            "v14 overlap, P via smem, ordered, O rescaled every tile, 2 stages"),
+        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFRescaleAll | kFPingPong>(
+            "v15 overlap+pingpong, P via smem, ordered, O rescaled every tile, 2 stages"),
     };
     *count = (int)(sizeof v / sizeof v[0]);
     return v;

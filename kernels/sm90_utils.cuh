@@ -83,6 +83,18 @@ static __device__ __forceinline__ void prefetch_tmap(const void *tmap)
     asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)tmap) : "memory");
 }
 
+/* Generic-proxy shared-memory writes (st.shared) made visible to the async
+ * proxy (wgmma operand reads, TMA): each writing thread fences, then the
+ * writers synchronise before the wgmma is issued. */
+static __device__ __forceinline__ void fence_proxy_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
 /* ---- register budget per warpgroup ---- */
 template <int N> static __device__ __forceinline__ void setmaxnreg_inc()
 {
@@ -112,6 +124,15 @@ static __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.comm
 template <int N> static __device__ __forceinline__ void wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* wait_group N issued only once `after` exists: the wait carries a predicate
+ * computed from it (after >= 0, true for the non-negative values passed), so
+ * ptxas cannot schedule the wait ahead of the instructions producing it. */
+template <int N> static __device__ __forceinline__ void wgmma_wait_after(float after)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ge.f32 p, %0, 0f00000000;\n@p wgmma.wait_group.sync.aligned %1;\n}\n" ::"f"(after),
+                 "n"(N)
+                 : "memory");
 }
 /* Keeps the compiler from moving accesses of in-flight accumulator registers
  * across wgmma issue / wait points (CUTLASS's warpgroup_fence_operand). */
