@@ -126,11 +126,12 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
                        int progress, uint16_t *out, double *ms);
 
 /* cpu_block_forward (emulated FP8 attention) with the GEMMs of fp8_mask in the
- * FP8 GEMM mode (dit_block --gemm fp8): bit 0 qkv_gemm, 1 out_gemm, 2
- * fc1_gemm, 3 fc2_gemm (CPU_FP8_ALL = all four). Such a GEMM quantises its
- * weight per output channel and its BF16 input per token (cpu_quant_rows_e4m3)
- * and runs cpu_gemm_fp8. fp8_mask = 0 is cpu_block_forward. */
-#define CPU_FP8_ALL 15
+ * FP8 GEMM mode (dit_block --gemm fp8 or fp8:LIST): bit 0 qkv_gemm, 1
+ * out_gemm, 2 fc1_gemm, 3 fc2_gemm, config.h's H3_GEMM_* order (CPU_FP8_ALL =
+ * all four). Such a GEMM quantises its weight per output channel and its BF16
+ * input per token (cpu_quant_rows_e4m3) and runs cpu_gemm_fp8. fp8_mask = 0
+ * is cpu_block_forward. */
+#define CPU_FP8_ALL H3_FP8_ALL
 void cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
                            const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
                            int progress, uint16_t *out, double *ms);

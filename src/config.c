@@ -8,6 +8,20 @@ const char *const h3_stage_names[H3_STAGE_COUNT] = {
     "gate_res1", "norm2_mod", "fc1_gemm", "swiglu",             "fc2_gemm",  "gate_res2",
 };
 
+const char *const h3_gemm_names[H3_GEMMS] = {"qkv", "out", "fc1", "fc2"};
+
+void h3_gemm_list(int mask, char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len) buf[0] = 0;
+    for (int g = 0; g < H3_GEMMS; g++)
+        if (mask >> g & 1) {
+            int w = snprintf(buf + n, len > n ? len - n : 0, "%s%s", n ? "," : "", h3_gemm_names[g]);
+            if (w > 0) n += (size_t)w;
+            if (n >= len) return; /* truncated: snprintf ended it */
+        }
+}
+
 h3_config h3_config_full(void)
 {
     h3_config c = {

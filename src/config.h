@@ -79,6 +79,18 @@ enum {
 
 extern const char *const h3_stage_names[H3_STAGE_COUNT];
 
+/* The block's four GEMMs, in order. A GEMM precision mask (dit_block --gemm,
+ * the runner, cpu_block_forward_fp8) has bit g set when GEMM g runs in the
+ * FP8 GEMM mode; 0 is all BF16, H3_FP8_ALL is --gemm fp8. */
+enum { H3_GEMM_QKV = 0, H3_GEMM_OUT, H3_GEMM_FC1, H3_GEMM_FC2, H3_GEMMS };
+#define H3_FP8_ALL ((1 << H3_GEMMS) - 1)
+extern const char *const h3_gemm_names[H3_GEMMS]; /* "qkv", "out", "fc1", "fc2": the --gemm fp8:LIST names */
+
+/* The names of the GEMMs in mask, in block order, joined by ',' ("" for 0);
+ * H3_GEMM_LIST_LEN holds the longest, "qkv,out,fc1,fc2". */
+#define H3_GEMM_LIST_LEN 16
+void h3_gemm_list(int mask, char *buf, size_t len);
+
 h3_config h3_config_full(void); /* the published H3 block */
 h3_config h3_config_tiny(void); /* hidden 256, 2 heads x 128, SwiGLU 512, temb 64 */
 

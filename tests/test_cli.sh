@@ -2,7 +2,8 @@
 # test_cli.sh — dit_block's bad-usage and bad-file handling: every flag with a
 # missing, negative, zero, huge or non-numeric value, unknown flags, odd files
 # (directory, /dev/null, empty, unreadable, missing) give one stderr line and
-# exit 2; NaN/Inf in the inputs or weights are reported, never a pass.
+# exit 2; NaN/Inf in the inputs or weights are reported, never a pass;
+# --gemm fp8:LIST selects the CPU chain's FP8 GEMMs (all four = --gemm fp8).
 #
 # Run alone: ctest -R test_cli
 #   (or: bash tests/test_cli.sh build/dit_block build/tools/gen_weights build/tools/gen_inputs [WORKDIR])
@@ -100,6 +101,37 @@ expect2 "--gemm FP8 (case)" "${base[@]}" --gemm FP8
 expect_ok "--gemm fp8 on the CPU path" "${base[@]}" --gemm fp8 --tokens 32
 expect2 "--gemm fp8 with --cpu-exact" "${base[@]}" --gemm fp8 --cpu-exact
 expect2 "--gemm missing" "${base[@]}" --gemm
+# --gemm fp8:LIST: a non-empty set of qkv, out, fc1, fc2, each once
+expect_ok "--gemm fp8:qkv,out on the CPU path" "${base[@]}" --gemm fp8:qkv,out --tokens 32
+expect_ok "--gemm fp8:fc2 (one GEMM)" "${base[@]}" --gemm fp8:fc2 --tokens 32
+for v in "fp8:" "fp8:qkv," "fp8:,qkv" "fp8:qkv,,out" "fp8:qkv,qkv" "fp8:out,fc1,out" "fp8:qkv,bogus" "fp8:QKV" \
+         "FP8:qkv" "bf16:qkv" "fp8=qkv" "fp8:qkv out" "mixed"; do
+    expect2 "--gemm '$v'" "${base[@]}" --gemm "$v"
+done
+expect2 "--gemm fp8:qkv,out with --cpu-exact" "${base[@]}" --gemm fp8:qkv,out --cpu-exact
+
+echo "== --gemm precision lists reach the CPU chain"
+# fp8:LIST naming all four is --gemm fp8, bit for bit; a subset is neither
+# all-FP8 nor all-BF16, and the report names its FP8 and BF16 GEMMs.
+for g in bf16 fp8 fp8:fc2,out,qkv,fc1 fp8:qkv,out; do
+    run "${base[@]}" --tokens 32 --gemm "$g" --output "$work/gemm_${g//[:,]/_}.safetensors" \
+        --json "$work/gemm_${g//[:,]/_}.json" || { echo "FAIL: --gemm $g run: exit $?"; fails=$((fails + 1)); }
+done
+expect_same() { # DESC A B WANT: the outputs of runs A and B are identical (WANT 1) or differ (WANT 0)
+    n=$((n + 1))
+    if cmp -s "$work/gemm_$2.safetensors" "$work/gemm_$3.safetensors"; then same=1; else same=0; fi
+    if [ $same -ne "$4" ]; then echo "FAIL [$1]"; fails=$((fails + 1)); else printf '  ok  %-44s\n' "[$1]"; fi
+}
+expect_same "fp8:<all four> output == fp8 output" fp8 fp8_fc2_out_qkv_fc1 1
+expect_same "fp8:qkv,out output != fp8 output" fp8 fp8_qkv_out 0
+expect_same "fp8:qkv,out output != bf16 output" bf16 fp8_qkv_out 0
+n=$((n + 1))
+if grep -q '"gemm":"fp8 emulated qkv,out (.*), fp32 fc1,fc2 (bf16 in)"' "$work/gemm_fp8_qkv_out.json" &&
+   grep -q '"gemm":"fp8 emulated (e4m3' "$work/gemm_fp8_fc2_out_qkv_fc1.json"; then
+    printf '  ok  %-44s %s\n' "[JSON names the FP8 GEMMs]" "$(grep -o '"gemm":"[^"]*"' "$work/gemm_fp8_qkv_out.json")"
+else
+    echo "FAIL [JSON names the FP8 GEMMs]: $(grep -o '"gemm":"[^"]*"' "$work"/gemm_fp8*.json)"; fails=$((fails + 1))
+fi
 
 echo "== file flags without a value, unknown flags"
 for f in --weights --input --output --json; do

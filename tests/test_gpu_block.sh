@@ -3,7 +3,10 @@
 # The whole block on the GPU against the CPU reference:
 #   tiny config, 300 tokens (ragged tail): --check full, the CPU's own
 #   end-to-end chain over every row vs the GPU output, plus every stage check,
-#   with both attention kernels and both GEMM modes (bf16, fp8);
+#   with both attention kernels and both GEMM modes (bf16, fp8); then two
+#   mixed modes (--gemm fp8:qkv,out and its complement fp8:fc1,fc2, so every
+#   producer writes each form next to a GEMM of the other precision), each
+#   GEMM and its producer checked the way its own precision is;
 #   with "full": the full-size block (1.29 GB generated in WORKDIR) at 30272
 #   tokens with sampled-row stage checks in both GEMM modes, and an
 #   out-of-memory run (--tokens 4194304): exit 1, the bytes needed named, no
@@ -33,9 +36,37 @@ for gemm in bf16 fp8; do
     fi
   done
 done
+# precisions_checked LOG LIST: each GEMM in LIST was checked as FP8 (against
+# cpu_gemm_fp8, its producer's e4m3 rows), every other one as BF16.
+precisions_checked() {
+  local log=$1 list=$2 g prod bad=""
+  for g in qkv out fc1 fc2; do
+    case $g in qkv) prod=norm1_mod ;; out) prod=out_quant ;; fc1) prod=norm2_mod ;; fc2) prod=swiglu ;; esac
+    if [[ ",$list," == *",$g,"* ]]; then
+      grep -qE "^${g}_gemm +fp8 vs cpu" "$log" || bad+=" ${g}_gemm not checked as fp8;"
+      grep -qE "^$prod +(e4m3 codes|O codes) vs cpu" "$log" || bad+=" $prod e4m3 rows not checked;"
+    else
+      grep -qE "^${g}_gemm +vs cpu" "$log" && ! grep -qE "^${g}_gemm +fp8 vs cpu" "$log" ||
+        bad+=" ${g}_gemm not checked as bf16;"
+      [ $g = out ] && grep -qE "^out_quant " "$log" && bad+=" out_quant ran for a bf16 out_gemm;"
+      [ $g != out ] && ! grep -qE "^$prod +vs cpu" "$log" && bad+=" $prod bf16 output not checked;"
+    fi
+  done
+  [ -z "$bad" ] || { echo "$bad"; return 1; }
+}
+for gemm in fp8:qkv,out fp8:fc1,fc2; do
+  tag=${gemm//[:,]/_} log=$work/tiny_auto_$tag.log why=""
+  if "$dit" --gpu --gemm $gemm --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
+       --quiet --json "$work/tiny_auto_$tag.json" >"$log" 2>&1 && why=$(precisions_checked "$log" "${gemm#fp8:}") &&
+     grep -q "gemm fp8 ${gemm#fp8:} (e4m3" "$log"; then
+    echo "ok   tiny block, --gemm $gemm, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
+  else
+    echo "FAIL tiny block, --gemm $gemm, --check full:${why:+ $why}"; tail -30 "$log"; fail=1
+  fi
+done
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
-  for gemm in bf16 fp8; do
+  for gemm in bf16 fp8 fp8:qkv,out; do
     if "$dit" --gpu --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
          >"$work/full_$gemm.log" 2>&1; then
       echo "ok   full-size block, 30272 tokens, --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_$gemm.log" | head -1)"

@@ -6,7 +6,9 @@
 # and the per-rank summation order differ, attention is the same per head).
 #   Always (one GPU): --sp-one-device, every rank on GPU 0: tiny block
 #   (2 heads) P = 2 at 300 tokens; full-size block at 5000 tokens (40 groups,
-#   ragged last) for P = 2, 4, 7, 8, both GEMM modes for P = 8.
+#   ragged last) for P = 2, 4, 7, 8, both GEMM modes for P = 8; the tiny
+#   block P = 2 with --gemm fp8:qkv,out (a mixed mode: out_quant on the
+#   ranks' post-attention phase, fc1/fc2 in BF16).
 #   With >= P GPUs: the real thing over NCCL for P = 2, 4, 8 (full size,
 #   30272 tokens); a P that needs more GPUs than present is listed as not run.
 # Exits 77 (skip) without a usable GPU.
@@ -23,7 +25,7 @@ fail=0 notrun=()
 # one W TOKENS TAG ARGS...: --gpus 1 reference (cached per W/TOKENS/GEMM) vs the run with ARGS
 one() {
   local w=$1 n=$2 tag=$3 gemm=$4; shift 4
-  local ref=$work/ref_$(basename "$w" .safetensors)_${n}_$gemm.safetensors
+  local ref=$work/ref_$(basename "$w" .safetensors)_${n}_${gemm//[:,]/_}.safetensors
   if [ ! -f "$ref" ]; then
     "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --check none --repeat 1 --warmup 0 --quiet \
       --output "$ref" >"$work/ref.log" 2>&1 || { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
@@ -37,6 +39,7 @@ one() {
   fi
 }
 one "$work/tiny.safetensors" 300 "tiny P=2 one-device" bf16 --gpus 2 --sp-one-device
+one "$work/tiny.safetensors" 300 "tiny P=2 one-device fp8_qkv_out" fp8:qkv,out --gpus 2 --sp-one-device
 [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
 for P in 2 4 7 8; do one "$work/block0.safetensors" 5000 "full S=5000 P=$P one-device" bf16 --gpus $P --sp-one-device; done
 one "$work/block0.safetensors" 5000 "full S=5000 P=8 one-device fp8" fp8 --gpus 8 --sp-one-device

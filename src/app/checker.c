@@ -36,13 +36,14 @@ const h3_tolerance h3_tolerances[] = {
     {"gate_res2", 2e-3, 1.6e-2, "x + g*y in FP32, BF16 output: rare 1-ulp flips"},
     {"swiglu", 2e-3, 1.6e-2, "silu(g)*u in FP32 (expf vs GPU expf), BF16 output: rare 1-ulp flips"},
     {"block", 1e-2, 1e-1, "end to end: 1-ulp BF16 flips and 1-step FP8 flips propagate through nine stages"},
-    /* FP8 GEMM mode (--gemm fp8). The GEMM stages keep their BF16 rows above:
-     * cuBLASLt applies the outer-vector scales to an FP32 sum of exact e4m3
-     * products, so only the summation order and the BF16 rounding differ. */
+    /* FP8 GEMM mode (--gemm fp8, or fp8:LIST for those GEMMs). The GEMM
+     * stages keep their BF16 rows above: cuBLASLt applies the outer-vector
+     * scales to an FP32 sum of exact e4m3 products, so only the summation
+     * order and the BF16 rounding differ. */
     {"rows_q8", 1e-3, 0, "codes of a BF16 stage output: <= 0.1% may differ in rows whose scales agree (the rare 1-ulp BF16 flips of the stage), none anywhere beyond one step or 448*2^-7"},
     {"row_scales", 1e-2, 0x1p-7, "amax/448 per token: <= 1% of rows (at least one) may differ, by <= 2^-7 (a 1-ulp flip of the row's largest value)"},
     {"quant_exact", 0, 0, "the GPU's own BF16 input, the same max and IEEE multiply and RNE: bit-exact"},
-    {"block_fp8", 6e-2, 4e-1, "end to end vs the CPU's BF16-GEMM chain: the e4m3 rounding of every GEMM operand (3 mantissa bits, per-row scales) is the error measured (4.0% on the tiny config on the H200; issue 6's goal of <= 2% is tracked in docs/accuracy.md, not asserted)"},
+    {"block_fp8", 6e-2, 4e-1, "end to end vs the CPU's BF16-GEMM chain: the e4m3 rounding of every FP8 GEMM's operands (3 mantissa bits, per-row scales) is the error measured (4.0% with all four on the tiny config on the H200, less with fewer; issue 6's goal of <= 2% is tracked in docs/accuracy.md, not asserted)"},
     {NULL, 0, 0, NULL},
 };
 
@@ -342,9 +343,10 @@ void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const 
 }
 
 void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress,
-                   const char *stage)
+                   int fp8_mask)
 {
     const int C = k->cfg->hidden;
+    const char *stage = fp8_mask ? "block_fp8" : "block";
     uint16_t *ref = malloc((size_t)k->S * C * 2);
     CHECK(ref, "out of host memory");
     cpu_block_weights wt;
@@ -354,12 +356,13 @@ void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_
     report_check *c = report_add_check(r, stage, "vs cpu chain (all rows)");
     set_tol(c, stage);
     h3_compare_bf16(c, out_gpu, ref, k->S, C, NULL, 1);
-    if (!strcmp(stage, "block_fp8")) {
+    if (fp8_mask) {
         /* The GPU's FP8 path against its own CPU twin (the same e4m3
-         * quantisations, FP32 sums): reported, not asserted, until a GPU run
-         * has measured it (the BF16 path is 0.07-0.31% from its chain). */
+         * quantisations of the same GEMMs, FP32 sums): reported, not
+         * asserted, until a GPU run has measured it (the BF16 path is
+         * 0.07-0.31% from its chain). */
         cpu_block_forward_fp8(k->cfg, &wt, k->S, k->in->x, k->in->temb, k->in->tags, k->in->pos, key_tile,
-                              CPU_FP8_ALL, progress, ref, NULL);
+                              fp8_mask, progress, ref, NULL);
         c = report_add_check(r, stage, "vs cpu fp8 chain (all rows)");
         set_tol(c, "block");
         h3_compare_bf16(c, out_gpu, ref, k->S, C, NULL, 0);

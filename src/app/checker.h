@@ -70,11 +70,12 @@ void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage,
                             const uint16_t *mod, int slot_gate, const uint16_t *out_gpu);
 void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu);
 /* End to end: the CPU's own chain (BF16 GEMMs) over every row (progress bar)
- * vs out_gpu; stage "block", or "block_fp8" (its own tolerance) when the GPU
- * ran the FP8 GEMM mode, which also reports (unasserted) the distance to the
- * CPU's FP8-GEMM chain, cpu_block_forward_fp8. */
+ * vs out_gpu; stage "block" when the GPU ran every GEMM in BF16 (fp8_mask 0),
+ * else "block_fp8" (its own tolerance), which also reports (unasserted) the
+ * distance to the CPU's FP8-GEMM chain with the same mask,
+ * cpu_block_forward_fp8. */
 void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *out_gpu, int progress,
-                   const char *stage);
+                   int fp8_mask);
 
 /* ---- FP8 GEMM mode ----
  * A BF16 stage output that the GPU only kept row-quantised (q8 [S][cols]

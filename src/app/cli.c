@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "inputs.h"
 
 static const char *usage_text =
@@ -34,7 +35,10 @@ static const char *usage_text =
     "                     sm90 (wgmma + TMA, sm_90a only)\n"
     "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
     "                     output channel) and activations (one per token), cuBLASLt FP8 (on the CPU\n"
-    "                     path: the same quantisation, FP32 sums)\n"    "  --gpus P           sequence parallel (Ulysses) over P GPUs of this host, P dividing the\n"
+    "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
+    "                     LIST in FP8, the others BF16; LIST: comma-separated, each at most once,\n"
+    "                     of qkv, out, fc1, fc2 (e.g. fp8:qkv,out; fp8:qkv,out,fc1,fc2 = fp8)\n"
+    "  --gpus P           sequence parallel (Ulysses) over P GPUs of this host, P dividing the\n"
     "                     head count (56: 1, 2, 4, 7, 8); one process, NCCL all-to-alls (default 1)\n"
     "  --sp-one-device    with --gpus P: run the P ranks on GPU 0 one after another, exchanges as\n"
     "                     device copies (checks the sharding on one GPU; times are sums)\n"
@@ -50,6 +54,34 @@ static void usage_error(const char *fmt, const char *a, const char *b)
     fprintf(stderr, fmt, a, b);
     fprintf(stderr, " (see --help)\n");
     exit(2);
+}
+
+/* --gemm: bf16 (mask 0), fp8 (all four) or fp8:LIST, LIST a non-empty
+ * comma-separated set of h3_gemm_names without repeats. */
+static int parse_gemm(const char *v)
+{
+    if (!strcmp(v, "bf16")) return 0;
+    if (!strcmp(v, "fp8")) return H3_FP8_ALL;
+    if (strncmp(v, "fp8:", 4))
+        usage_error("--gemm: '%s' is not one of bf16, fp8, fp8:LIST (LIST: qkv, out, fc1, fc2, comma-separated)%s",
+                    v, "");
+    if (!v[4]) usage_error("--gemm: '%s' names no GEMM (LIST: one or more of qkv, out, fc1, fc2, comma-separated)%s",
+                           v, "");
+    int mask = 0;
+    for (const char *p = v + 4;; p++) {
+        const size_t n = strcspn(p, ",");
+        int g = 0;
+        while (g < H3_GEMMS && !(strlen(h3_gemm_names[g]) == n && !strncmp(p, h3_gemm_names[g], n))) g++;
+        char name[40];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 32 ? n : 32), p);
+        if (!n) usage_error("--gemm: '%s' has an empty name in its list%s", v, "");
+        if (g == H3_GEMMS) usage_error("--gemm: '%s' names '%s', not one of qkv, out, fc1, fc2", v, name);
+        if (mask >> g & 1) usage_error("--gemm: '%s' names '%s' twice", v, name);
+        mask |= 1 << g;
+        p += n;
+        if (!*p) break;
+    }
+    return mask;
 }
 
 /* A positive integer in [lo, hi]; anything else is a usage error. */
@@ -77,6 +109,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->warmup = 2;
     o->sample = 256;
     o->gpus = 1;
+    o->gemm = "bf16";
     int check_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -131,9 +164,8 @@ void parse_cli(int argc, char **argv, cli_options *o)
             else usage_error("--attn: '%s' is not one of auto, mma, sm90%s", v, "");
         } else if (!strcmp(a, "--gemm")) {
             TAKE();
-            if (!strcmp(v, "bf16")) o->gemm = GEMM_BF16;
-            else if (!strcmp(v, "fp8")) o->gemm = GEMM_FP8;
-            else usage_error("--gemm: '%s' is not one of bf16, fp8%s", v, "");
+            o->fp8_mask = parse_gemm(v);
+            o->gemm = v;
         } else if (!strcmp(a, "--cpu")) {
             o->path = PATH_CPU;
         } else if (!strcmp(a, "--cpu-exact")) {

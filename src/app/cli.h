@@ -8,7 +8,6 @@
 typedef enum { CHECK_STAGES = 0, CHECK_FULL, CHECK_NONE } check_mode;
 typedef enum { ATTN_AUTO = 0, ATTN_MMA, ATTN_SM90 } attn_choice;
 typedef enum { PATH_AUTO = 0, PATH_CPU, PATH_GPU } path_choice;
-typedef enum { GEMM_BF16 = 0, GEMM_FP8 } gemm_choice;
 
 typedef struct {
     const char *weights;  /* --weights FILE (required) */
@@ -22,7 +21,9 @@ typedef struct {
     int sample;           /* --sample N rows checked per stage */
     check_mode check;     /* --check stages|full|none */
     attn_choice attn;     /* --attn auto|mma|sm90 */
-    gemm_choice gemm;     /* --gemm bf16|fp8 */
+    int fp8_mask;         /* --gemm bf16|fp8|fp8:LIST: bit H3_GEMM_* set = that GEMM in FP8 (0 bf16,
+                             H3_FP8_ALL fp8) */
+    const char *gemm;     /* the --gemm value as given ("bf16" by default), for messages */
     path_choice path;     /* --cpu / --gpu */
     int exact_cpu;        /* --cpu-exact: CPU path uses exact attention */
     int quiet;            /* --quiet: no progress bars */

@@ -33,7 +33,7 @@ typedef struct {
     char path[8];         /* "gpu" or "cpu" */
     char device[128];
     char attn_kernel[64];
-    char gemm[64];
+    char gemm[128];       /* the GEMM precision; with --gemm fp8:LIST, which GEMMs are FP8 and which BF16 */
     int tokens, heads, hidden, repeat;
     report_row rows[REPORT_MAX_ROWS];
     int n_rows;

@@ -15,7 +15,13 @@
  * it; the attention output by its own row-quantiser pass, out_quant, since a
  * token's 56 heads come from 56 different attention CTAs), and cuBLASLt runs
  * FP8 GEMMs with outer-vector scales and BF16 output. Those three kernels
- * then never write their BF16 output. */
+ * then never write their BF16 output.
+ *
+ * --gemm fp8:LIST: the same per GEMM (br->fp8_mask). Each producer writes
+ * the one form its consumer GEMM reads, exactly as in the all-BF16 or the
+ * all-FP8 mode for that op (norm1_mod for qkv, gate_res1+norm2_mod for fc1,
+ * swiglu for fc2; out_quant runs only when out_gemm is FP8), so those two
+ * modes are masks 0 and H3_FP8_ALL with their kernels unchanged. */
 #include "runner_internal.h"
 
 #include <cuda_runtime.h>
@@ -58,7 +64,7 @@ static int is_gemm_weight(int t)
     return -1;
 }
 
-int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t *t)
+int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_alloc_t *t)
 {
     const size_t C = c->hidden, H = c->heads, I = h3_attn_width(c), F = c->ffn, Sp = h3_pad_tokens(S),
                  G = h3_groups(S), Su = (size_t)S;
@@ -69,7 +75,7 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t
     for (int i = 0; i < H3_T_COUNT; i++) {
         const size_t rows = (size_t)specs[i].shape[0], cols = specs[i].rank == 2 ? (size_t)specs[i].shape[1] : 1;
         const int g = is_gemm_weight(i);
-        if (fp8 && g >= 0) {
+        if (g >= 0 && (fp8_mask >> g & 1)) {
             A(d->w8[g], rows * cols, 1);
             A(d->ws[g], rows * 4, 1);
         } else {
@@ -95,20 +101,29 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t
     A(d->g, Su * 2 * F * 2, 0);
     A(d->y2, Su * C * 2, 0);
     A(d->out, Su * C * 2, 0);
-    if (fp8) {
+    /* each GEMM input in the form its GEMM reads: the e4m3 ones first, then
+     * the BF16 ones (the order of the all-FP8 and all-BF16 layouts) */
+    const int q = fp8_mask >> G_QKV & 1, o = fp8_mask >> G_OUT & 1, f1 = fp8_mask >> G_FC1 & 1,
+              f2 = fp8_mask >> G_FC2 & 1;
+    if (q) {
         A(d->a8, Su * C, 0);
         A(d->sa, Su * 4, 0);
+    }
+    if (o) { /* else out_gemm reads O itself */
         A(d->O8, Su * I, 0);
         A(d->sO, Su * 4, 0);
+    }
+    if (f1) {
         A(d->b8, Su * C, 0);
         A(d->sb, Su * 4, 0);
+    }
+    if (f2) {
         A(d->u8, Su * F, 0);
         A(d->su, Su * 4, 0);
-    } else {
-        A(d->a, Su * C * 2, 0);
-        A(d->b, Su * C * 2, 0);
-        A(d->u, Su * F * 2, 0);
     }
+    if (!q) A(d->a, Su * C * 2, 0);
+    if (!f1) A(d->b, Su * C * 2, 0);
+    if (!f2) A(d->u, Su * F * 2, 0);
 #undef A
     return n;
 }
@@ -116,17 +131,18 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t
 /* cudaMalloc rounds every buffer up; 2 MiB covers its granularity. */
 static size_t rounded(size_t b) { return (b + (2u << 20) - 1) / (2u << 20) * (2u << 20); }
 
-size_t gpu_block_bytes(const h3_config *c, int S, int fp8, size_t *weights)
+size_t gpu_block_bytes(const h3_config *c, int S, int fp8_mask, size_t *weights)
 {
     dev_bufs d;
     dev_alloc_t t[MAX_ALLOCS];
-    const int n = h3r_plan_allocs(c, S, fp8, &d, t);
+    const int n = h3r_plan_allocs(c, S, fp8_mask, &d, t);
     size_t w = 0, a = 0, stage = 0;
     for (int i = 0; i < n; i++) *(t[i].weight ? &w : &a) += rounded(t[i].bytes);
-    if (fp8) { /* the BF16 copy of the largest GEMM weight while it is quantised at load */
+    if (fp8_mask) { /* the BF16 copy of the largest FP8 GEMM weight while it is quantised at load */
         h3_tensor_spec specs[H3_T_COUNT];
         h3_tensor_specs(c, specs);
         for (int g = 0; g < G_N; g++) {
+            if (!(fp8_mask >> g & 1)) continue;
             const h3_tensor_spec *sp = &specs[gemm_tensor[g]];
             const size_t b = rounded((size_t)sp->shape[0] * sp->shape[1] * 2);
             if (b > stage) stage = b;
@@ -136,7 +152,7 @@ size_t gpu_block_bytes(const h3_config *c, int S, int fp8, size_t *weights)
     return w + (a > stage ? a : stage) + (32u << 20) /* cuBLASLt workspace */;
 }
 
-int gpu_check_fits(const h3_config *c, int S, int fp8, char *err, size_t errlen)
+int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t errlen)
 {
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
@@ -144,12 +160,12 @@ int gpu_check_fits(const h3_config *c, int S, int fp8, char *err, size_t errlen)
         return 0; /* cannot tell: the allocations will say */
     }
     size_t w = 0;
-    const size_t need = gpu_block_bytes(c, S, fp8, &w);
+    const size_t need = gpu_block_bytes(c, S, fp8_mask, &w);
     if (need <= fr) return 0;
     int lo = 0, hi = S; /* the largest S that fits: need() grows with S */
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (gpu_block_bytes(c, mid, fp8, NULL) <= fr) lo = mid;
+        if (gpu_block_bytes(c, mid, fp8_mask, NULL) <= fr) lo = mid;
         else hi = mid - 1;
     }
     snprintf(err, errlen,
@@ -157,6 +173,19 @@ int gpu_check_fits(const h3_config *c, int S, int fp8, char *err, size_t errlen)
              "workspace), the GPU has %.2f GB free of %.2f GB; at most %d tokens fit",
              S, need / 1e9, need, w / 1e9, (need - w) / 1e9, fr / 1e9, tot / 1e9, lo);
     return -1;
+}
+
+void h3r_gemm_desc(int fp8_mask, char *buf, size_t len)
+{
+    static const char fp8[] = "fp8 (e4m3; scales per output channel x per token)";
+    if (fp8_mask == 0 || fp8_mask == H3_FP8_ALL) {
+        snprintf(buf, len, "%s", fp8_mask ? fp8 : "bf16");
+        return;
+    }
+    char f[H3_GEMM_LIST_LEN], b[H3_GEMM_LIST_LEN];
+    h3_gemm_list(fp8_mask, f, sizeof f);
+    h3_gemm_list(H3_FP8_ALL & ~fp8_mask, b, sizeof b);
+    snprintf(buf, len, "fp8 %s (e4m3; scales per output channel x per token), bf16 %s", f, b);
 }
 
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen)
@@ -174,14 +203,16 @@ int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errle
     return 0;
 }
 
-/* One of the four GEMMs: x [S][K] . W_g^T -> y [S][N], BF16 or FP8 operands. */
+/* One of the four GEMMs: x [S][K] . W_g^T -> y [S][N], BF16 or (g in the
+ * mask) FP8 operands. */
 static void gemm(block_run *br, int g, const uint16_t *x, const uint8_t *x8, const float *sx, uint16_t *y, int N,
                  int K)
 {
     char err[512];
     dev_bufs *d = &br->d;
-    int rc = br->fp8 ? h3_lt_gemm_fp8(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, sizeof err)
-                     : h3_lt_gemm_bf16(br->lt, x, d->w[gemm_tensor[g]], y, br->S, N, K, br->st, err, sizeof err);
+    int rc = h3r_fp8(br, g)
+                 ? h3_lt_gemm_fp8(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, sizeof err)
+                 : h3_lt_gemm_bf16(br->lt, x, d->w[gemm_tensor[g]], y, br->S, N, K, br->st, err, sizeof err);
     if (rc) {
         fprintf(stderr, "dit_block: %s\n", err);
         exit(1);
@@ -199,7 +230,7 @@ void h3r_run_op(block_run *br, int op)
         LAUNCH(h3k_adaln(d->temb, d->w[H3_T_ADALN_W], d->w[H3_T_ADALN_B], h3_mod_width(c), c->temb, d->mod, br->st));
         break;
     case OP_NORM1:
-        if (br->fp8)
+        if (h3r_fp8(br, G_QKV))
             LAUNCH(h3k_rmsnorm_mod_q8(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
                                       H3_SLOT_SCALE_MSA, NULL, d->a8, d->sa, br->st));
         else
@@ -220,7 +251,7 @@ void h3r_run_op(block_run *br, int op)
     case OP_OUTQ: LAUNCH(h3k_quant_rows_e4m3(d->O, S, I, d->O8, d->sO, br->st)); break;
     case OP_OUT: gemm(br, G_OUT, d->O, d->O8, d->sO, d->y1, C, I); break;
     case OP_RES1_NORM2:
-        if (br->fp8)
+        if (h3r_fp8(br, G_FC1))
             LAUNCH(h3k_gate_residual_norm_mod_q8(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
                                                  d->w[H3_T_NORM2], c->eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP,
                                                  NULL, d->b8, d->sb, br->st));
@@ -231,7 +262,7 @@ void h3r_run_op(block_run *br, int op)
         break;
     case OP_FC1: gemm(br, G_FC1, d->b, d->b8, d->sb, d->g, 2 * F, C); break;
     case OP_SWIGLU:
-        if (br->fp8)
+        if (h3r_fp8(br, G_FC2))
             LAUNCH(h3k_swiglu_q8(d->g, S, F, NULL, d->u8, d->su, br->st));
         else
             LAUNCH(h3k_swiglu(d->g, S, F, d->u, br->st));
@@ -260,20 +291,33 @@ double h3r_median(double *v, int n)
 static const int op_stage[OP_N] = {H3_STAGE_ADALN,    H3_STAGE_NORM1_MOD, H3_STAGE_QKV_GEMM, H3_STAGE_QK_NORM_ROPE_QUANT,
                                    H3_STAGE_ATTENTION, -1,                H3_STAGE_OUT_GEMM, H3_STAGE_GATE_RES1,
                                    H3_STAGE_FC1_GEMM,  H3_STAGE_SWIGLU,   H3_STAGE_FC2_GEMM, H3_STAGE_GATE_RES2};
-static void op_work(const h3_config *c, int S, int fp8, int op, double *flops, double *bytes)
+/* The GEMM an op is (G_*), or -1. */
+static int op_gemm(int op)
+{
+    switch (op) {
+    case OP_QKV: return G_QKV;
+    case OP_OUT: return G_OUT;
+    case OP_FC1: return G_FC1;
+    case OP_FC2: return G_FC2;
+    default: return -1;
+    }
+}
+static void op_work(const h3_config *c, int S, int fp8_mask, int op, double *flops, double *bytes)
 {
     const double C = c->hidden, I = h3_attn_width(c), F = c->ffn, T = c->temb, MOD = h3_mod_width(c),
                  Sp = h3_pad_tokens(S);
-    const double act = fp8 ? 1.0 + 4.0 / C : 2.0; /* bytes per element of a GEMM input (FP8: + the row scale) */
+    /* bytes per element of the GEMM input a producer writes (FP8: + the row scale), by its GEMM's precision */
+    const double act_qkv = fp8_mask >> G_QKV & 1 ? 1.0 + 4.0 / C : 2.0,
+                 act_fc1 = fp8_mask >> G_FC1 & 1 ? 1.0 + 4.0 / C : 2.0;
     *flops = op_stage[op] >= 0 ? h3_stage_flops(c, S, op_stage[op]) : 0;
     *bytes = 0;
     switch (op) {
     case OP_ADALN: *flops = 0; *bytes = MOD * T * 2 + MOD * 2 * 2; break; /* a GEMV: memory-bound */
-    case OP_NORM1: *bytes = S * C * (2 + act); break;
+    case OP_NORM1: *bytes = S * C * (2 + act_qkv); break;
     case OP_QUANT: *bytes = S * 3 * I * 2 + 3 * Sp * I; break;
     case OP_OUTQ: *bytes = S * I * 2 + S * I * (1 + 4.0 / I); break;
-    case OP_RES1_NORM2: *bytes = S * C * (2 * 3 + act); break;
-    case OP_SWIGLU: *bytes = S * F * (2 * 2 + (fp8 ? 1 + 4.0 / F : 2)); break;
+    case OP_RES1_NORM2: *bytes = S * C * (2 * 3 + act_fc1); break;
+    case OP_SWIGLU: *bytes = S * F * (2 * 2 + (fp8_mask >> G_FC2 & 1 ? 1 + 4.0 / F : 2)); break;
     case OP_RES2: *bytes = S * C * 2 * 3; break;
     default: break;
     }
@@ -282,12 +326,13 @@ static void op_work(const h3_config *c, int S, int fp8, int op, double *flops, d
 /* Peak rates of the devices we have measured (DESIGN.md §6): H200 dense
  * BF16 989 and FP8 1979 TFLOPS, 4.3 TB/s measured copy bandwidth. Elsewhere
  * the column stays empty rather than guess. */
-static double op_ceiling(const gpu_info *gi, int fp8, double flops, int op)
+static double op_ceiling(const gpu_info *gi, int fp8_mask, double flops, int op)
 {
     if (!(gi->cc_major == 9 && strstr(gi->name, "H200"))) return 0;
     if (flops <= 0) return 4300.0;
     if (op == OP_ATTN) return 1979.0;
-    return fp8 ? 1979.0 : 989.0;
+    const int g = op_gemm(op); /* each GEMM against the peak of its own precision */
+    return g >= 0 && (fp8_mask >> g & 1) ? 1979.0 : 989.0;
 }
 
 static void *host_copy(const void *dptr, size_t bytes)
@@ -299,17 +344,18 @@ static void *host_copy(const void *dptr, size_t bytes)
 }
 
 /* A GEMM's input as the GEMM read it, on the host: BF16 (x), or e4m3 rows
- * with their per-token scales (x8, s) in the FP8 mode. */
+ * with their per-token scales (x8, s) when that GEMM is FP8. */
 typedef struct {
     uint16_t *x;
     uint8_t *x8;
     float *s;
 } gemm_in;
 
-static gemm_in fetch_gemm_in(const block_run *br, const uint16_t *dx, const uint8_t *dx8, const float *ds, int cols)
+static gemm_in fetch_gemm_in(const block_run *br, int g, const uint16_t *dx, const uint8_t *dx8, const float *ds,
+                             int cols)
 {
     gemm_in in = {0};
-    if (br->fp8) {
+    if (h3r_fp8(br, g)) {
         in.x8 = host_copy(dx8, (size_t)br->S * cols);
         in.s = host_copy(ds, (size_t)br->S * 4);
     } else {
@@ -325,13 +371,13 @@ static void free_gemm_in(gemm_in *in)
     free(in->s);
 }
 
-/* The GEMM stage check of either mode, plus (FP8) the check of its
+/* The GEMM stage check of either precision, plus (FP8) the check of its
  * quantised weight against the CPU's quantisation of the BF16 file weight. */
 static void check_gemm(report *r, const h3_check_ctx *k, block_run *br, int g, const char *stage, const gemm_in *in,
                        int N, int K, const uint16_t *y)
 {
     const uint16_t *W = k->blk->w[gemm_tensor[g]];
-    if (!br->fp8) {
+    if (!h3r_fp8(br, g)) {
         h3_check_gemm(r, k, stage, in->x, W, N, K, y);
         return;
     }
@@ -349,8 +395,8 @@ static void check_norm_gemm(report *r, const h3_check_ctx *k, block_run *br, con
                             const uint8_t *dx8, const float *ds, int g, const char *gemm, int N, const uint16_t *y)
 {
     const int C = br->cfg->hidden;
-    gemm_in in = fetch_gemm_in(br, dx, dx8, ds, C);
-    if (br->fp8)
+    gemm_in in = fetch_gemm_in(br, g, dx, dx8, ds, C);
+    if (h3r_fp8(br, g))
         h3_check_rmsnorm_mod_q8(r, k, norm, x, k->blk->w[wt], mod, slot_shift, slot_scale, in.x8, in.s);
     else
         h3_check_rmsnorm_mod(r, k, norm, x, k->blk->w[wt], mod, slot_shift, slot_scale, in.x);
@@ -362,7 +408,7 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
                        int key_tile)
 {
     const h3_config *c = br->cfg;
-    const int S = br->S, C = c->hidden, I = h3_attn_width(c), F = c->ffn, H = c->heads, fp8 = br->fp8;
+    const int S = br->S, C = c->hidden, I = h3_attn_width(c), F = c->ffn, H = c->heads;
     const size_t Sp = h3_pad_tokens(S), G = h3_groups(S);
     dev_bufs *d = &br->d;
     int *rows = malloc(sizeof(int) * (size_t)(o->sample < S ? o->sample : S) + 64);
@@ -398,8 +444,8 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     free(sv);
     free(lse);
     uint16_t *y1 = host_copy(d->y1, (size_t)S * C * 2);
-    if (fp8) {
-        gemm_in o8 = fetch_gemm_in(br, NULL, d->O8, d->sO, I);
+    if (h3r_fp8(br, G_OUT)) {
+        gemm_in o8 = fetch_gemm_in(br, G_OUT, NULL, d->O8, d->sO, I);
         h3_check_quant_exact(r, &k, "out_quant", "O", O, k.nrows, I, k.rows, o8.x8, o8.s);
         check_gemm(r, &k, br, G_OUT, "out_gemm", &o8, C, I, y1);
         free_gemm_in(&o8);
@@ -415,8 +461,8 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     check_norm_gemm(r, &k, br, "norm2_mod", x1, H3_T_NORM2, mod, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, d->b, d->b8,
                     d->sb, G_FC1, "fc1_gemm", 2 * F, g);
     uint16_t *y2 = host_copy(d->y2, (size_t)S * C * 2);
-    gemm_in u = fetch_gemm_in(br, d->u, d->u8, d->su, F);
-    if (fp8)
+    gemm_in u = fetch_gemm_in(br, G_FC2, d->u, d->u8, d->su, F);
+    if (h3r_fp8(br, G_FC2))
         h3_check_swiglu_q8(r, &k, g, u.x8, u.s);
     else
         h3_check_swiglu(r, &k, g, u.x);
@@ -429,7 +475,7 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     free(y2);
     if (o->check == CHECK_FULL) {
         fprintf(stderr, "running the CPU's own chain over all %d rows...\n", S);
-        h3_check_full(r, &k, key_tile, out, !o->quiet, fp8 ? "block_fp8" : "block");
+        h3_check_full(r, &k, key_tile, out, !o->quiet, br->fp8_mask);
     }
     free(out);
     free(mod);
@@ -445,7 +491,7 @@ int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t err
     for (int i = 0; i < H3_T_COUNT; i++) {
         const size_t rows = (size_t)specs[i].shape[0], cols = specs[i].rank == 2 ? (size_t)specs[i].shape[1] : 1;
         const int g = is_gemm_weight(i);
-        if (br->fp8 && g >= 0) {
+        if (g >= 0 && h3r_fp8(br, g)) {
             uint16_t *stage = NULL;
             size_t tmp = 0;
             if (h3r_dev_alloc((void **)&stage, rows * cols * 2, &tmp, err, errlen)) return -1;
@@ -482,7 +528,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     const int S = in->S, C = c->hidden, H = c->heads, F = c->ffn;
     *user_error = 0;
 
-    block_run br = {.cfg = c, .S = S, .fp8 = o->gemm == GEMM_FP8};
+    block_run br = {.cfg = c, .S = S, .fp8_mask = o->fp8_mask};
     int sm90_ok = h3k_attn_fp8_sm90_available();
     if (o->attn == ATTN_SM90 && !sm90_ok) {
         snprintf(err, errlen, "--attn sm90: the Hopper kernel needs an sm_90 GPU and a build with sm_90a (device: %s)",
@@ -490,9 +536,10 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         *user_error = 1;
         return -1;
     }
-    if (br.fp8 && (C % 8 || C > 32768 || F % 8 || F > 65536)) {
-        snprintf(err, errlen, "--gemm fp8: needs hidden and ffn multiples of 8, hidden <= 32768, ffn <= 65536 (this "
-                 "block: hidden %d, ffn %d)", C, F);
+    /* the e4m3 row producers' limits (kernels.h), asked of any FP8 mode */
+    if (br.fp8_mask && (C % 8 || C > 32768 || F % 8 || F > 65536)) {
+        snprintf(err, errlen, "--gemm %s: needs hidden and ffn multiples of 8, hidden <= 32768, ffn <= 65536 (this "
+                 "block: hidden %d, ffn %d)", o->gemm, C, F);
         *user_error = 1;
         return -1;
     }
@@ -504,25 +551,28 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     snprintf(r->device, sizeof r->device, "%s", gi->name);
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s (key tile %d)",
              br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", key_tile);
-    snprintf(r->gemm, sizeof r->gemm, "%s",
-             br.fp8 ? "fp8 (e4m3; scales per output channel x per token)" : "bf16");
+    h3r_gemm_desc(br.fp8_mask, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;
     r->hidden = C;
     r->repeat = o->repeat;
 
-    if (gpu_check_fits(c, S, br.fp8, err, errlen)) return -1;
+    if (gpu_check_fits(c, S, br.fp8_mask, err, errlen)) return -1;
 
     dev_bufs *d = &br.d;
     memset(d, 0, sizeof *d);
     dev_alloc_t allocs[MAX_ALLOCS];
-    const int nalloc = h3r_plan_allocs(c, S, br.fp8, d, allocs);
+    const int nalloc = h3r_plan_allocs(c, S, br.fp8_mask, d, allocs);
     size_t wbytes = 0, abytes = 0;
     CUDA_CHECK(cudaStreamCreate(&br.st));
 
     /* weights, once (FP8: each GEMM weight staged in BF16, quantised, freed) */
-    fprintf(stderr, "uploading %.2f GB of weights to %s%s...\n", h3_param_count(c) * 2 / 1e9, gi->name,
-            br.fp8 ? " (GEMM weights quantised to e4m3 on the device)" : "");
+    char quant[96] = "", fp8_list[H3_GEMM_LIST_LEN];
+    h3_gemm_list(br.fp8_mask, fp8_list, sizeof fp8_list);
+    if (br.fp8_mask)
+        snprintf(quant, sizeof quant, " (%s%sGEMM weights quantised to e4m3 on the device)",
+                 br.fp8_mask == H3_FP8_ALL ? "" : fp8_list, br.fp8_mask == H3_FP8_ALL ? "" : " ");
+    fprintf(stderr, "uploading %.2f GB of weights to %s%s...\n", h3_param_count(c) * 2 / 1e9, gi->name, quant);
     for (int i = 0; i < nalloc; i++)
         if (allocs[i].weight && h3r_dev_alloc(allocs[i].p, allocs[i].bytes, &wbytes, err, errlen)) return -1;
     if (h3r_upload_weights(&br, blk, err, errlen)) return -1;
@@ -543,7 +593,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     /* The ops of one block run, in order (adaLN apart: once per timestep). */
     int ops[OP_N], nops = 0;
     for (int op = OP_NORM1; op < OP_N; op++)
-        if (op != OP_OUTQ || br.fp8) ops[nops++] = op;
+        if (op != OP_OUTQ || h3r_fp8(&br, G_OUT)) ops[nops++] = op;
 
     cudaEvent_t ev[OP_N + 1];
     for (int i = 0; i <= OP_N; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
@@ -572,14 +622,14 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     CUDA_CHECK(cudaMemGetInfo(&free1, &tot));
     r->peak_mem_gb = (double)(free0 - free1) / 1e9;
     double fl, by;
-    op_work(c, S, br.fp8, OP_ADALN, &fl, &by);
+    op_work(c, S, br.fp8_mask, OP_ADALN, &fl, &by);
     report_row *row = report_add_row(r, op_names[OP_ADALN], adaln_ms, fl, by);
     row->once = 1;
-    row->ceiling = op_ceiling(gi, br.fp8, fl, OP_ADALN);
+    row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ADALN);
     for (int j = 0; j < nops; j++) {
-        op_work(c, S, br.fp8, ops[j], &fl, &by);
+        op_work(c, S, br.fp8_mask, ops[j], &fl, &by);
         row = report_add_row(r, op_names[ops[j]], h3r_median(t + (size_t)j * R, R), fl, by);
-        row->ceiling = op_ceiling(gi, br.fp8, fl, ops[j]);
+        row->ceiling = op_ceiling(gi, br.fp8_mask, fl, ops[j]);
     }
     r->total_ms = h3r_median(t + (size_t)OP_N * R, R);
 

@@ -23,13 +23,13 @@ typedef struct {
 int gpu_probe(gpu_info *g);
 
 /* Device bytes the block needs at S tokens (resident weights, activations,
- * cuBLASLt workspace; fp8: the --gemm fp8 layout); *weights (may be NULL)
- * gets the weights' share. */
-size_t gpu_block_bytes(const h3_config *c, int S, int fp8, size_t *weights);
+ * cuBLASLt workspace) with the GEMMs of fp8_mask (config.h's H3_GEMM_* bits)
+ * in FP8; *weights (may be NULL) gets the weights' share. */
+size_t gpu_block_bytes(const h3_config *c, int S, int fp8_mask, size_t *weights);
 /* 0 when the block fits the device's free memory now (or that cannot be
  * told); else -1 with one line in err: the bytes needed, the bytes free and
  * the largest token count that fits. */
-int gpu_check_fits(const h3_config *c, int S, int fp8, char *err, size_t errlen);
+int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t errlen);
 
 /* Runs, times and checks the block. out_host [S][C] receives the output when
  * non-NULL. Returns 0, or -1 with err (a user error: exit 2 when *user_error). */

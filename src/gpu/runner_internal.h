@@ -23,8 +23,9 @@ static const char *const op_names[OP_N] = {"adaln",     "norm1_mod", "qkv_gemm",
                                      "out_quant", "out_gemm",  "gate_res1+norm2_mod", "fc1_gemm", "swiglu",
                                      "fc2_gemm",  "gate_res2"};
 
-/* The four GEMMs: their weight tensors. */
-enum { G_QKV, G_OUT, G_FC1, G_FC2, G_N };
+/* The four GEMMs (config.h's order: G_x is bit x of the FP8 mask) and their
+ * weight tensors. */
+enum { G_QKV = H3_GEMM_QKV, G_OUT = H3_GEMM_OUT, G_FC1 = H3_GEMM_FC1, G_FC2 = H3_GEMM_FC2, G_N = H3_GEMMS };
 static const int gemm_tensor[G_N] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2};
 
 typedef struct {
@@ -51,7 +52,8 @@ typedef struct {
     uint16_t *u;    // [S][F]
     uint16_t *y2;   // [S][C]
     uint16_t *out;  // [S][C]
-    /* --gemm fp8 */
+    /* the FP8 GEMMs (--gemm fp8 or fp8:LIST): only those of the mask are
+     * allocated, each GEMM's input in one form only (a or a8/sa, ...) */
     uint8_t *w8[G_N]; // [N][K] e4m3, per output channel
     float *ws[G_N];   // [N]
     uint8_t *a8, *O8, *b8, *u8; // [S][C], [S][I], [S][C], [S][F] e4m3, per token
@@ -69,7 +71,8 @@ typedef struct {
 
 typedef struct {
     const h3_config *cfg;
-    int S, use_sm90, fp8;
+    int S, use_sm90;
+    int fp8_mask; /* bit G_x: that GEMM runs in FP8 and its producer writes e4m3 rows (0: all BF16) */
     float omega[16];
     h3_lt *lt;
     dev_bufs d;
@@ -88,9 +91,14 @@ typedef struct {
     } while (0)
 
 
-/* The buffers of a block run at S tokens (fp8: the --gemm fp8 layout) into t
- * (MAX_ALLOCS entries); returns the count. */
-int h3r_plan_allocs(const h3_config *c, int S, int fp8, dev_bufs *d, dev_alloc_t *t);
+/* GEMM g of br in FP8? */
+static inline int h3r_fp8(const block_run *br, int g) { return br->fp8_mask >> g & 1; }
+
+/* The buffers of a block run at S tokens with the GEMMs of fp8_mask in FP8
+ * into t (MAX_ALLOCS entries); returns the count. */
+int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_alloc_t *t);
+/* The report's gemm string for fp8_mask (the GPU's numerics). */
+void h3r_gemm_desc(int fp8_mask, char *buf, size_t len);
 /* cudaMalloc with the "out of device memory: N bytes" message; adds to *total. */
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen);
 /* Enqueues one op of br on br->st. */

@@ -286,7 +286,7 @@ static void run_block(sp_ctx *x)
     for (int r = 0; r < x->P; r++) {
         CUDA_CHECK(cudaSetDevice(x->rk[r].dev));
         for (int op = OP_OUTQ; op < OP_N; op++)
-            if (op != OP_OUTQ || x->rk[r].br.fp8) h3r_run_op(&x->rk[r].br, op);
+            if (op != OP_OUTQ || h3r_fp8(&x->rk[r].br, G_OUT)) h3r_run_op(&x->rk[r].br, op);
     }
     mark(x, 5);
 }
@@ -326,7 +326,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     x->S = S;
     x->G = G;
     x->one_device = o->sp_one_device;
-    const int fp8 = o->gemm == GEMM_FP8;
+    const int fp8_mask = o->fp8_mask; /* every rank runs the same GEMM precisions */
     const int use_sm90 = o->attn == ATTN_SM90 || (o->attn == ATTN_AUTO && h3k_attn_fp8_sm90_available());
     const size_t Sp = (size_t)G * 128, Hl = x->Hl;
 #ifdef H3_HAVE_NCCL_H
@@ -357,7 +357,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         block_run *br = &a->br;
         br->cfg = c;
         br->S = a->S_r;
-        br->fp8 = fp8;
+        br->fp8_mask = fp8_mask;
         br->use_sm90 = use_sm90;
         cpu_rope_omega(c, br->omega);
         if (x->one_device && rr > 0) {
@@ -370,7 +370,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
             shared_st = br->st;
             shared_lt = br->lt;
         }
-        a->nalloc = h3r_plan_allocs(c, a->S_r, fp8, &br->d, a->allocs);
+        a->nalloc = h3r_plan_allocs(c, a->S_r, fp8_mask, &br->d, a->allocs);
         size_t wb = 0, ab = 0;
         for (int i = 0; i < a->nalloc; i++) {
             if (a->allocs[i].weight && x->one_device && rr > 0) continue; /* shares rank 0's weights */
@@ -443,7 +443,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     snprintf(r->device, sizeof r->device, "%d x %.90s%s", P, gi->name, x->one_device ? " (on GPU 0)" : "");
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank",
              use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", x->Hl);
-    snprintf(r->gemm, sizeof r->gemm, "%s", fp8 ? "fp8 (e4m3; scales per output channel x per token)" : "bf16");
+    h3r_gemm_desc(fp8_mask, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;
     r->hidden = C;
