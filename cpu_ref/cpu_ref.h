@@ -36,6 +36,10 @@
  *                  m_new  = max(m, c * max_j dot_j);  alpha = exp2(m - m_new) (0 when m = -inf)
  *                  p_j    = exp2(fma(dot_j, c, -m_new));  l = l * alpha + sum_j p_j
  *                  P8_j   = e4m3(p_j * (256 * sv[h][gk] / svmax[h]))
+ *                  (attn_fp8_sm90's default forms p_j * mult as exp2 of
+ *                  fma(dot_j, c, log2(mult) - m_new) and adds sum / mult
+ *                  to l: equal up to FP32 rounding; a P8 code may then
+ *                  land on the other side of an e4m3 midpoint)
  *                  acc[d] = acc[d] * alpha + sum_j P8_j * v8_j[d]
  *                end: O = bf16(acc * ((svmax * 2^-8) / l)); LSE = (m + log2 l) * ln 2
  *                (svmax = max_g sv[h][g]). The P multiplier keeps p in

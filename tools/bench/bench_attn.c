@@ -622,6 +622,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_attn: WARNING: the self-check failed: accuracy figures below are suspect\n");
     }
     printf("bench_attn on %s: H = %d, %d warm-up + %d timed runs, median\n", g_device, H, warmup, reps);
+    if (ks[1].enabled) printf("attn_fp8_sm90 variant: %s\n", h3k_attn_fp8_sm90_variant_name());
 
     if (!acc_only) {
         printf("%-20s %7s %4s %4s %10s %10s %9s  %s\n", "kernel", "S", "H", "sets", "median_ms", "min_ms",
