@@ -32,3 +32,10 @@ if(TARGET dit_block AND TARGET gen_weights AND TARGET gen_inputs)
            $<TARGET_FILE:gen_weights> $<TARGET_FILE:gen_inputs> ${CMAKE_CURRENT_BINARY_DIR}/test_cli_work)
   set_tests_properties(test_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
 endif()
+
+# The sm90 attention kernel's compile-time contract (no wgmma serialisation,
+# no spills, every variant): needs nvcc only, no GPU, so CI runs it.
+if(H3_HAVE_CUDA)
+  add_test(NAME test_sm90_ptxas COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_sm90_ptxas.sh ${CMAKE_CUDA_COMPILER})
+  set_tests_properties(test_sm90_ptxas PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
+endif()
