@@ -26,21 +26,21 @@
  *     0  in-order loop: QK^T(n), softmax(n), PV(n), each waited for; 2 stages.
  *     1  intra-warpgroup overlap: QK^T(n) and PV(n-1) issued together,
  *        softmax(n) while PV(n-1) runs on the tensor cores (FA3); 2 stages.
+ *        (ptxas places the wait for PV(n-1) before the softmax all the same:
+ *        it reuses the in-flight A-fragment registers for temporaries.)
  *     16 1 with P8's multiplier folded into the exponent (kFExpScale): the
- *        default, 4.5% faster than 1 (docs/perf.md, 2026-12-03 third run).
- *     2..41 1 with the options of the kF* flags below (ping-pong, P through
- *        shared memory, ordered O update, rescale without the vote, ones
- *        column for l, kept-live P8 fragments, one-FMA O update, exp turns,
- *        3 stages), two experiments that accumulate O in the tensor cores
- *        (fail the accuracy contract) and timing-only ABLATIONs (no loads /
- *        no softmax / no wgmma; wrong output); names in variants(), figures
- *        in docs/perf.md (2026-12-03).
- *   The variants without kFExpScale / kFOnesL / kFFmaO / experiments do the
- *   same arithmetic in the same order per thread, so their outputs are
- *   expected to be bit-identical; those options change FP32 rounding only
- *   (kFOnesL: l from the sums of the rounded P8, which moves LSE by up to
- *   ~0.05 at S <= 1000 and fails test_gpu_attention's LSE bound).
- *
+ *        default, 4.5% faster than 1.
+ *     11 EXPERIMENT: 1 with O accumulated in the tensor cores (fails the
+ *        accuracy contract; what the FP32 promotion of P V costs).
+ *     22, 23, 24, 27 ABLATIONs of 1, timing only (wrong output): no K/V
+ *        loads after the first two tiles, no softmax, no wgmma, both 22+23.
+ *   Variants 2..41 of commit f70f97c (ping-pong, P through shared memory,
+ *   ordered and one-FMA O updates, kept-live P8 fragments, a ones column for
+ *   l, exp turns, 3 stages) were measured slower or off the contract and
+ *   retired; figures in docs/perf.md (2026-12-03).
+ *   0, 1 and 22..24 do the same arithmetic in the same order per thread
+ *   (outputs bit-identical); 16 differs from them in FP32 rounding only.
+
  * Extra export (the lead adds it to kernels.h):
  *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(void);
  *   -- the variant h3k_attn_fp8_sm90 runs, e.g. "v2 overlap+pingpong, 2 stages".
@@ -98,14 +98,8 @@ constexpr uint32_t kTile = 16384; /* 128 x 128 e4m3 */
 /* Shared memory for a ring of St stages: Q | K[St] | V[St] | mbarriers,
  * 1024-aligned tiles (the 128-byte swizzle pattern repeats every 8 rows x
  * 128 B). */
-template <int St> struct SmemLayout { /* K at kTile, V at kTile * (1 + St), P after V */
-    /* Each V stage is followed by 1 KB (8 rows of 128 keys) that TMA never
-     * writes: a row of e4m3 ones and 7 zero rows, the 8 extra B columns of
-     * the m64n136 PV GEMM of the kFOnesL variants (unused by the others). */
-    static constexpr uint32_t kVStride = kTile + 1024;
-    static constexpr uint32_t kOffV = kTile * (1 + St);
-    static constexpr uint32_t kOffP = kOffV + St * kVStride; /* 2 x 8 KB: each consumer WG's P8 */
-    static constexpr uint32_t kOffBar = kOffP + kTile;
+template <int St> struct SmemLayout {
+    static constexpr uint32_t kOffK = kTile, kOffV = kTile * (1 + St), kOffBar = kTile * (1 + 2 * St);
     static constexpr int kBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
     static_assert(8 * (1 + 4 * St) <= 128, "mbarriers overflow their 128 bytes");
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
@@ -120,23 +114,6 @@ namespace {
 
 constexpr float kScaleLog2 = 0.12751743082459868f; /* 128^-0.5 * log2(e) */
 constexpr int kConsumerWarps = 8;                  /* arrivals on an empty barrier */
-/* Ping-pong turn barriers: consumer warpgroup i waits on barrier 1 + i; its
- * 128 threads sync, the other warpgroup's 128 arrive (count 256). */
-static __device__ __forceinline__ void turn_wait(int wgi)
-{
-    if (wgi == 0)
-        sm90::named_bar_sync<1, 256>();
-    else
-        sm90::named_bar_sync<2, 256>();
-}
-static __device__ __forceinline__ void turn_give(int to_wgi)
-{
-    if (to_wgi == 0)
-        sm90::named_bar_arrive<1, 256>();
-    else
-        sm90::named_bar_arrive<2, 256>();
-}
-
 /* 1/x to ~1 ulp (rcp.approx.ftz): enough for l's per-tile 1/multiplier,
  * where __frcp_rn's IEEE rounding compiles to a call in the loop. */
 static __device__ __forceinline__ float rcp_approx(float x)
@@ -189,10 +166,9 @@ template <int St> struct Bars {
 struct Consumer {
     float s[64];        /* S accumulator (raw dots), then p */
     float o[64];        /* O accumulator, FP32 in registers */
-    float pv[68];       /* P V of one key tile, from the tensor cores (64..67: kFOnesL's row sums) */
+    float pv[64];       /* P V of one key tile, from the tensor cores */
     uint32_t p[4][4];   /* P8 as wgmma A fragments, one [4] per 32-key k-step */
     float m0, m1, l0, l1;
-    float sum0, sum1;   /* the last softmax's row sums (partial, this thread) */
 };
 
 static __device__ __forceinline__ void release(uint32_t bar, int lane)
@@ -225,81 +201,25 @@ template <bool kSkip = false> static __device__ __forceinline__ void issue_qk(Co
  * when V has a mean, as a GEMM output does (SageAttention2 saw the same and
  * promotes the same way). Within one tile (4 k-steps of 32 keys) the loss is
  * ~2^-13 relative. */
-template <bool kToO = false, bool kOnes = false, bool kSkip = false>
-static __device__ __forceinline__ void issue_pv(Consumer &c, uint32_t sv_addr)
+template <bool kToO = false, bool kSkip = false> static __device__ __forceinline__ void issue_pv(Consumer &c, uint32_t sv_addr)
 {
     /* kToO (experiment kFTcAcc only): accumulate into O inside the tensor
-     * cores, as FA3 does -- loses the low bits described above. */
-    /* kOnes: N = 136, the ones row after the V tile gives pv[64] / pv[66]
-     * (thread t = 0) = the row sums of P8 over the tile. */
-    static_assert(!(kToO && kOnes), "the TC-accumulation experiment has no row-sum columns");
-    constexpr int kN = kOnes ? 68 : 64;
-    float *acc = kToO ? c.o : c.pv;
+     * cores, as FA3 does -- loses the low bits described above. kSkip: the
+     * kFXNoGemm ablation, an empty group. */
+    float(&acc)[64] = kToO ? c.o : c.pv;
     const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
 #pragma unroll
-    for (int i = 0; i < kN; ++i) sm90::fence_reg(acc[i]);
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4 && !kSkip; ++kk) {
-        if constexpr (kOnes)
-            sm90::wgmma_rs_m64n136k32(c.pv, c.p[kk], dv + 2 * kk, kk > 0);
-        else
-            sm90::wgmma_rs_m64n128k32(*reinterpret_cast<float(*)[64]>(acc), c.p[kk], dv + 2 * kk, kToO || kk > 0);
-    }
+    for (int kk = 0; kk < 4 && !kSkip; ++kk) sm90::wgmma_rs_m64n128k32(acc, c.p[kk], dv + 2 * kk, kToO || kk > 0);
     sm90::wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < kN; ++i) sm90::fence_reg(acc[i]);
-}
-
-/* Same with P8 from shared memory (dp: this warpgroup's 64 x 128 P tile,
- * K-major, 128-byte swizzle, written by store_p): no A registers held while
- * the GEMM runs, which is what lets the softmax of the next tile overlap it
- * (with P in registers the consumer needs s + o + pv + p = 208 live registers
- * and ptxas hoists the wait for PV above the softmax to reuse p's). */
-static __device__ __forceinline__ void issue_pv_ss(Consumer &c, uint64_t dp, uint32_t sv_addr)
-{
-    const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
-#pragma unroll
-    for (int i = 0; i < 68; ++i) sm90::fence_reg(c.pv[i]); /* 64..67: kFOnesL row sums */
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-        sm90::wgmma_ss_m64n128k32(*reinterpret_cast<float(*)[64]>(c.pv), dp + 2 * kk, dv + 2 * kk, kk > 0);
-    sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 68; ++i) sm90::fence_reg(c.pv[i]); /* 64..67: kFOnesL row sums */
-}
-
-/* c.p (the A fragments convert_p made) -> this warpgroup's P tile in shared
- * memory at sp: register a[kk][r] holds row 16w + g + 8(r & 1), k bytes
- * 32kk + 16(r >> 1) + 4t .. +3; the 128-byte swizzle puts 16-byte chunk c of
- * row r at chunk c ^ (r % 8) (= c ^ g). The 32 lanes of a store hit 32
- * distinct banks. Then every thread fences its writes to the async proxy and
- * the warpgroup synchronises (named barrier 3 + wgi), so the next PV reads
- * the whole tile. */
-template <bool kWarpOnly>
-static __device__ __forceinline__ void store_p(const Consumer &c, uint32_t sp, int wgi, int w, int g, int t)
-{
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const uint32_t row = 16 * w + g + 8 * (r & 1), chunk = (uint32_t)((2 * kk + (r >> 1)) ^ g);
-            sm90::sts32(sp + row * 128 + chunk * 16 + 4 * t, c.p[kk][r]);
-        }
-    sm90::fence_proxy_async_smem();
-    /* Warp w's rows of the PV result depend only on its own rows of P, which
-     * is what FA3 relies on when it hands P over with __syncwarp alone. */
-    if constexpr (kWarpOnly)
-        __syncwarp();
-    else if (wgi == 0)
-        sm90::named_bar_sync<3, 128>();
-    else
-        sm90::named_bar_sync<4, 128>();
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
 }
 
 /* O += pv, in FP32 (after the PV group has completed). */
@@ -309,58 +229,12 @@ static __device__ __forceinline__ void add_pv(Consumer &c)
     for (int i = 0; i < 64; ++i) c.o[i] += c.pv[i];
 }
 
-/* O += pv * one (one = 1 exactly, but data-dependent: kFLateWait). */
-static __device__ __forceinline__ void add_pv_times(Consumer &c, float one)
-{
-#pragma unroll
-    for (int i = 0; i < 64; ++i) c.o[i] = fmaf(c.pv[i], one, c.o[i]);
-}
-
-/* The same sums, made to wait for the softmax that precedes them. ptxas
- * schedules the O += pv adds into the softmax's exp2 stream to fill its
- * latencies, which moves the wait for PV(n-1) above the softmax and so
- * serialises the PV GEMM with the softmax it was meant to overlap. Here the
- * adds are fma(pv, one, o) with one = 1 + sum * zf, zf = 0 at run time but
- * unknown to the compiler, so no add can issue before the row sums (the last
- * softmax results) exist. one is exactly 1: the sums are bit-identical. */
-static __device__ __forceinline__ void add_pv_after_softmax(Consumer &c, float zf)
-{
-    const float one0 = fmaf(c.sum0, zf, 1.f), one1 = fmaf(c.sum1, zf, 1.f);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        c.o[4 * j + 0] = fmaf(c.pv[4 * j + 0], one0, c.o[4 * j + 0]);
-        c.o[4 * j + 1] = fmaf(c.pv[4 * j + 1], one0, c.o[4 * j + 1]);
-        c.o[4 * j + 2] = fmaf(c.pv[4 * j + 2], one1, c.o[4 * j + 2]);
-        c.o[4 * j + 3] = fmaf(c.pv[4 * j + 3], one1, c.o[4 * j + 3]);
-    }
-}
-
-/* kFFmaO: O kept one frame behind -- after tile n's update it holds the
- * P V of tiles < n in tile n-1's max m(n-1) -- so folding PV(n-1) in and
- * changing frames is one FMA per element, O = O * alpha(n-1) + pv, with
- * alpha(n-1) = 2^(m(n-2) - m(n-1)) from the previous softmax: the CPU
- * emulation's own order (acc = acc * alpha + P V), no rescale pass, no
- * warp vote. a0/a1 carry alpha(n-1) times one = 1 + sum * zf (exactly 1):
- * the FMAs wait for this tile's row sums, so the wait for PV(n-1) stays
- * after the softmax (see add_pv_after_softmax). */
-static __device__ __forceinline__ void fma_pv(Consumer &c, float a0, float a1)
-{
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], a0, c.pv[4 * j + 0]);
-        c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], a0, c.pv[4 * j + 1]);
-        c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], a1, c.pv[4 * j + 2]);
-        c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], a1, c.pv[4 * j + 3]);
-    }
-}
-
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
  * c.s and returns the O rescale factors. kvalid: keys of this tile < S
  * (128 unless it is the ragged last tile). */
-template <bool kExpScale = false, bool kNoSum = false, bool kTurn = false>
+template <bool kExpScale = false>
 static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid, int t, float &alpha0,
-                                               float &alpha1, float lmult = 0.f, float imult = 1.f, int wgi = 0,
-                                               bool give = false)
+                                               float &alpha1, float lmult = 0.f, float imult = 1.f)
 {
     if (kvalid < kBN) {
 #pragma unroll
@@ -400,34 +274,17 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
      * 1 / mult (two multiplies per row). */
     const float b0 = kExpScale ? lmult - mu0 : -mu0, b1 = kExpScale ? lmult - mu1 : -mu1;
     float sum0 = 0.f, sum1 = 0.f;
-    /* kTurn (kFExpTurn): the two consumer warpgroups take turns at their
-     * exp2 streams, so the exp unit runs one warp's exps while the other
-     * does its max, shuffles, conversion and O update, instead of both
-     * waiting through the same phases at the same time. */
-    if constexpr (kTurn) turn_wait(wgi);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         c.s[4 * j + 0] = ex2(fmaf(c.s[4 * j + 0], cs, b0));
         c.s[4 * j + 1] = ex2(fmaf(c.s[4 * j + 1], cs, b0));
         c.s[4 * j + 2] = ex2(fmaf(c.s[4 * j + 2], cs, b1));
         c.s[4 * j + 3] = ex2(fmaf(c.s[4 * j + 3], cs, b1));
-        if constexpr (!kNoSum) {
-            sum0 += c.s[4 * j + 0] + c.s[4 * j + 1];
-            sum1 += c.s[4 * j + 2] + c.s[4 * j + 3];
-        }
+        sum0 += c.s[4 * j + 0] + c.s[4 * j + 1];
+        sum1 += c.s[4 * j + 2] + c.s[4 * j + 3];
     }
-    if constexpr (kTurn)
-        if (give) turn_give(1 - wgi);
     c.m0 = mn0;
     c.m1 = mn1;
-    if constexpr (kNoSum) return; /* kFOnesL: l comes from the PV GEMM (add_l) */
-    /* c.sum0/1 stay the plain sums of exps (of p * mult under kExpScale):
-     * the ordered variants wait for PV(n-1) on a predicate of them, and
-     * ptxas makes that wait unconditional only when it can see the value
-     * is a sum of exponentials (>= 0); a product with 1/mult hides it and
-     * every wgmma is then serialised (C7514). */
-    c.sum0 = sum0;
-    c.sum1 = sum1;
     if constexpr (kExpScale) {
         sum0 *= imult;
         sum1 *= imult;
@@ -436,29 +293,11 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
     c.l1 = c.l1 * alpha1 + sum1;
 }
 
-/* kFOnesL: l += (row sums of P8 from the PV GEMM) / mult of that tile, then
- * x alpha like O. Thread t = 0 holds the sums (column 128), the others add
- * exact zeros (the zero rows), so the end's reduction over the quad is
- * unchanged. */
-static __device__ __forceinline__ void add_l(Consumer &c, float imult, float alpha0, float alpha1)
-{
-    /* pv[65] / pv[67] (the zero rows' columns) are exact zeros; adding them
-     * keeps their registers live until here, so ptxas cannot reuse them for
-     * softmax temporaries while PV(n-1) still writes them -- a reuse that
-     * forces the wait for PV(n-1) above the softmax. */
-    c.l0 = fmaf(c.pv[64], imult, fmaf(c.pv[65], imult, c.l0)) * alpha0;
-    c.l1 = fmaf(c.pv[66], imult, fmaf(c.pv[67], imult, c.l1)) * alpha1;
-}
-
-template <bool kAlways = false>
 static __device__ __forceinline__ void rescale_o(Consumer &c, float alpha0, float alpha1)
 {
     /* Once the running max settles alpha is exactly 1 for a whole warp; the
-     * multiply by 1 is exact, so skipping it changes no bit. kAlways drops
-     * the test: no branch, so ptxas may spread the multiplies into the gaps
-     * of the exp2 stream. */
-    if constexpr (!kAlways)
-        if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
+     * multiply by 1 is exact, so skipping it changes no bit. */
+    if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         c.o[4 * j + 0] *= alpha0;
@@ -470,61 +309,29 @@ static __device__ __forceinline__ void rescale_o(Consumer &c, float alpha0, floa
 
 /* p (in c.s) -> P8 A fragments. k-step kk covers n-chunks 4kk..4kk+3;
  * a[0]/a[1]: chunks 4kk, 4kk+1 of rows g / g+8, a[2]/a[3]: chunks 4kk+2, 4kk+3. */
-template <bool kExpScale = false>
-static __device__ __forceinline__ void convert_p_to(const Consumer &c, uint32_t (&p)[4][4], float mult)
+template <bool kExpScale = false> static __device__ __forceinline__ void convert_p(Consumer &c, float mult)
 {
     if constexpr (kExpScale) mult = 1.f; /* already in the exponent; x 1 folds away */
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
         const float *x = c.s + 16 * kk;
-        p[kk][0] = pack_e4m3x4(x[0] * mult, x[1] * mult, x[4] * mult, x[5] * mult);
-        p[kk][1] = pack_e4m3x4(x[2] * mult, x[3] * mult, x[6] * mult, x[7] * mult);
-        p[kk][2] = pack_e4m3x4(x[8] * mult, x[9] * mult, x[12] * mult, x[13] * mult);
-        p[kk][3] = pack_e4m3x4(x[10] * mult, x[11] * mult, x[14] * mult, x[15] * mult);
+        c.p[kk][0] = pack_e4m3x4(x[0] * mult, x[1] * mult, x[4] * mult, x[5] * mult);
+        c.p[kk][1] = pack_e4m3x4(x[2] * mult, x[3] * mult, x[6] * mult, x[7] * mult);
+        c.p[kk][2] = pack_e4m3x4(x[8] * mult, x[9] * mult, x[12] * mult, x[13] * mult);
+        c.p[kk][3] = pack_e4m3x4(x[10] * mult, x[11] * mult, x[14] * mult, x[15] * mult);
     }
 }
-template <bool kExpScale = false> static __device__ __forceinline__ void convert_p(Consumer &c, float mult)
-{
-    convert_p_to<kExpScale>(c, c.p, mult);
-}
-
-/* The same, the new fragments merged as new | (old & zmask) with zmask = 0
- * at run time but unknown to the compiler (kFKeepA): the old fragments --
- * the A operand PV(n-1) is still reading -- stay live until the conversion,
- * so ptxas cannot hand their registers to softmax temporaries, a reuse that
- * forces the wait for PV(n-1) above the softmax. One LOP3 per register. */
-template <bool kExpScale = false>
-static __device__ __forceinline__ void convert_p_keep(Consumer &c, float mult, uint32_t zmask)
-{
-    uint32_t np[4][4];
-    convert_p_to<kExpScale>(c, np, mult);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) c.p[kk][r] = np[kk][r] | (c.p[kk][r] & zmask);
-}
-
 
 } // namespace
 #endif
 
 /* Loop options (bits of the kernel's kF template parameter). */
 enum : unsigned {
-    kFOverlap = 1u,  /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
-    kFPingPong = 2u, /* turn-taking between the consumer warpgroups (needs overlap) */
-    kFPSmem = 4u,    /* P8 through shared memory, PV as an SS wgmma (needs overlap) */
-    kFOrder = 8u,    /* O += PV made to depend on the softmax's row sums (needs overlap) */
-    kFPWarp = 16u,   /* with kFPSmem: P handed over with __syncwarp, not a warpgroup barrier */
-    kFRescaleAll = 64u, /* O rescaled every tile, without the warp vote and branch */
-    kFTcAcc = 32u,   /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
+    kFOverlap = 1u,    /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
+    kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
-    kFOnesL = 256u,    /* l from a ones column of the PV GEMM (N = 136): no FADD per p (needs kFExpScale) */
-    kFLateWait = 512u, /* with kFOnesL: the O and l updates wait for tile n's exps (so does the wait for PV(n-1)) */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
-    kFExpTurn = 32768u,   /* the consumer warpgroups' exp2 streams take turns (named barriers 1, 2) */
-    kFFmaO = 16384u,      /* O = O * alpha(n-1) + pv, one FMA, O one frame behind (fma_pv) */
-    kFKeepA = 8192u,      /* the in-flight P8 fragments kept live until the next conversion (convert_p_keep) */
     kFXNoLoad = 1024u,    /* K/V loaded by TMA for the first kStages tiles only, then reused: no L2 traffic */
     kFXNoSoftmax = 2048u, /* no max / exp2 / sums: P8 converted from the raw dots */
     kFXNoGemm = 4096u,    /* no wgmma issued (the waits and the softmax stay) */
@@ -544,23 +351,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                              float *__restrict__ lse)  /* [H][S] */
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kOverlap = kF & kFOverlap, kPingPong = kF & kFPingPong, kPSmem = kF & kFPSmem,
-                   kOrder = kF & kFOrder, kPWarp = kF & kFPWarp, kTcAcc = kF & kFTcAcc,
-                   kRescaleAll = kF & kFRescaleAll, kExpScale = kF & kFExpScale, kOnesL = kF & kFOnesL,
-                   kLateWait = kF & kFLateWait, kXNoLoad = kF & kFXNoLoad, kXNoSoftmax = kF & kFXNoSoftmax,
-                   kXNoGemm = kF & kFXNoGemm, kKeepA = kF & kFKeepA, kFmaO = kF & kFFmaO;
-    static_assert(!kFmaO || !(kTcAcc || kOnesL || kLateWait || kPSmem), "kFFmaO is for the register-P loops");
-    constexpr bool kExpTurn = kF & kFExpTurn;
-    static_assert(!(kExpTurn && kPingPong), "exp turns and ping-pong use the same named barriers");
-    static_assert(!kLateWait || kOnesL, "kFLateWait is built on v17");
-    static_assert(!kOnesL || (kExpScale && !kPSmem && !kTcAcc && !kOrder), "kFOnesL is built on v16");
-    static_assert(!kTcAcc || !kPSmem, "the TC-accumulation experiment keeps P in registers");
+    constexpr bool kOverlap = kF & kFOverlap, kTcAcc = kF & kFTcAcc, kExpScale = kF & kFExpScale,
+                   kXNoLoad = kF & kFXNoLoad, kXNoSoftmax = kF & kFXNoSoftmax, kXNoGemm = kF & kFXNoGemm;
     static_assert(kOverlap || !(kF & ~kFOverlap), "the other options are built on the overlapped loop");
-    static_assert(!(kXNoSoftmax && (kOnesL || kOrder)), "the no-softmax ablation is for the plain loops");
     using L = SmemLayout<kStages>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sQ = base, sK = base + kTile, sV = base + L::kOffV, sP = base + L::kOffP;
+    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV;
     const Bars<kStages> bars{base + L::kOffBar};
 
     /* q tiles inner: the CTAs resident at once share one head's K/V in L2 */
@@ -577,11 +374,6 @@ __global__ void __launch_bounds__(kThreads, 1)
             sm90::mbar_init(bars.vempty(st), kConsumerWarps);
         }
         sm90::fence_barrier_init();
-    }
-    if constexpr (kOnesL) { /* the ones blocks after the V stages: row 0 = e4m3 1.0 (0x38), rows 1..7 = 0 */
-        for (int i = threadIdx.x; i < kStages * 256; i += kThreads)
-            sm90::sts32(sV + (i / 256) * L::kVStride + kTile + (i % 256) * 4, i % 256 < 32 ? 0x38383838u : 0u);
-        sm90::fence_proxy_async_smem();
     }
     __syncthreads();
 
@@ -614,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     sm90::mbar_arrive(bars.vfull(st));
                 } else {
                     sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
-                    sm90::tma_load_2d(sV + st * L::kVStride, &tmV, bars.vfull(st), n * kBN, h * kD);
+                    sm90::tma_load_2d(sV + st * kTile, &tmV, bars.vfull(st), n * kBN, h * kD);
                 }
             }
         }
@@ -639,13 +431,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         c.l0 = c.l1 = 0.f;
 
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2)); /* this WG's 64 rows */
-        const uint32_t sPw = sP + wgi * (kTile / 2);                       /* this WG's P8 tile */
-        const uint64_t dp = sm90::desc_k128_sw128(sPw);
         const int klast = S - (nkt - 1) * kBN;                             /* valid keys of the last tile */
-        const float zf = (float)(S < 0); /* 0 (S >= 1), opaque to the compiler: add_pv_after_softmax */
         float alpha0, alpha1;
-        float aprev0 = 0.f, aprev1 = 0.f; /* kFFmaO: alpha of the previous softmax (O = 0 before the first) */
-        float wprev = 1.f; /* kFOnesL: 1 / mult of the tile whose PV is in flight */
 
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kOverlap) {
@@ -659,131 +446,47 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
                 release(bars.kempty(0), lane);
                 const float em = sv_h[0] * r256; /* kExpScale: the multiplier, then its log2 and inverse */
-                wprev = rcp_approx(em);
                 if constexpr (kXNoSoftmax)
                     alpha0 = alpha1 = 1.f;
-                else {
-                    /* exp turns: warpgroup 0 goes first; warpgroup 1 gives no turn after its last tile */
-                    if constexpr (kExpTurn)
-                        if (wgi == 0) turn_give(0);
-                    softmax<kExpScale, kOnesL, kExpTurn>(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1,
-                                                         __log2f(em), wprev, wgi,
-                                                         wgi == 0 || nkt > 1); /* O = 0: no rescale */
-                }
+                else
+                    softmax<kExpScale>(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                                       rcp_approx(em)); /* O = 0: no rescale */
                 convert_p<kExpScale>(c, mult);
-                if constexpr (kPSmem) store_p<kPWarp>(c, sPw, wgi, w, g, t);
             }
-            /* Ping-pong (FA3's warp-scheduler barriers): in step n warpgroup i
-             * waits for its turn on barrier 1 + i, issues QK^T(n) and
-             * PV(n-1), then hands the turn to the other warpgroup, so the
-             * tensor cores get the GEMMs of the two warpgroups alternately and
-             * each one's softmax runs under the other's GEMMs. Warpgroup 0
-             * gives itself the first turn (its arrive plus its own sync make
-             * the 256). Warpgroup 1 skips the hand-over of the last step (no
-             * one waits for it), so no barrier is left part-arrived at exit.
-             * The prologue QK^T(0) and the final PV are not turn-ordered. */
-            if constexpr (kPingPong)
-                if (wgi == 0 && nkt > 1) turn_give(0);
             for (int n = 1; n < nkt; ++n) {
                 const int st = n % kStages, sp = (n - 1) % kStages;
                 const float skn = sk_h[n], svn = sv_h[n];
                 sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
-                if constexpr (kPingPong) {
-                    /* both tiles present before taking the turn: a turn is
-                     * never held while waiting for a load */
-                    sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
-                    turn_wait(wgi);
-                }
                 issue_qk<kXNoGemm>(c, dq, sK + st * kTile);
-                if constexpr (!kPingPong) sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
-                if constexpr (kPSmem)
-                    issue_pv_ss(c, dp, sV + sp * L::kVStride);
-                else
-                    issue_pv<kTcAcc, kOnesL, kXNoGemm>(c, sV + sp * L::kVStride);
-                if constexpr (kPingPong)
-                    if (wgi == 0 || n < nkt - 1) turn_give(1 - wgi);
+                sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
+                issue_pv<kTcAcc, kXNoGemm>(c, sV + sp * kTile);
                 sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
                 release(bars.kempty(st), lane);
-                const float em = svn * r256, imult = rcp_approx(em);
+                const float em = svn * r256;
                 if constexpr (kXNoSoftmax)
                     alpha0 = alpha1 = 1.f;
                 else
-                    softmax<kExpScale, kOnesL, kExpTurn>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN,
-                                                         t, alpha0, alpha1, __log2f(em), imult, wgi,
-                                                         wgi == 0 || n < nkt - 1);
-                /* kLateWait: every use of PV(n-1) takes a factor one = 1 +
-                 * key * zf (exactly 1), key a sum of exps spread through
-                 * tile n's softmax, so no use -- and so not the wait, which
-                 * ptxas puts before the first use -- can move above them. */
-                float one = 1.f;
-                if constexpr (kLateWait) {
-                    float key = c.s[7];
+                    softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                                       __log2f(em), rcp_approx(em));
+                sm90::wgmma_wait<0>();
 #pragma unroll
-                    for (int i = 15; i < 64; i += 8) key += c.s[i];
-                    one = fmaf(key, zf, 1.f);
-                    /* key >= 0: always waits. A max instead of the sum lets
-                     * ptxas prove the predicate and hoist the wait again;
-                     * an integer predicate makes it serialise every wgmma. */
-                    sm90::wgmma_wait_after<0>(key);
-                } else if constexpr (kOrder)
-                    sm90::wgmma_wait_after<0>(c.sum0 + c.sum1); /* not before the softmax's last exps */
-                else
-                    sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 68; ++i) sm90::fence_reg(c.pv[i]); /* 64..67: kFOnesL row sums */
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
                 release(bars.vempty(sp), lane);
-                if constexpr (kTcAcc) {
-                    /* PV(n-1) is already in O */
-                } else if constexpr (kFmaO) {
-                    if constexpr (kOrder)
-                        fma_pv(c, aprev0 * fmaf(c.sum0, zf, 1.f), aprev1 * fmaf(c.sum1, zf, 1.f));
-                    else
-                        fma_pv(c, aprev0, aprev1);
-                    aprev0 = alpha0;
-                    aprev1 = alpha1;
-                } else if constexpr (kOrder) /* PV(n-1) was computed with m(n-1), like O */
-                    add_pv_after_softmax(c, zf);
-                else if constexpr (kLateWait)
-                    add_pv_times(c, one);
-                else
-                    add_pv(c);
-                if constexpr (kLateWait) {
-                    alpha0 *= one;
-                    alpha1 *= one;
-                }
-                if constexpr (kOnesL) {
-                    add_l(c, wprev * one, alpha0, alpha1); /* tile n-1's sums, in m(n) like O */
-                    wprev = imult;
-                }
-                if constexpr (kOrder && !kFmaO) { /* the multiplies wait for the row sums too (exact: x 1) */
-                    alpha0 *= fmaf(c.sum0, zf, 1.f);
-                    alpha1 *= fmaf(c.sum1, zf, 1.f);
-                }
-                if constexpr (!kFmaO) rescale_o<kRescaleAll>(c, alpha0, alpha1);
-                if constexpr (kKeepA)
-                    convert_p_keep<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax, __float_as_uint(zf));
-                else
-                    convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
-                if constexpr (kPSmem) store_p<kPWarp>(c, sPw, wgi, w, g, t);
+                if constexpr (!kTcAcc) add_pv(c); /* else PV(n-1) is already in O */
+                rescale_o(c, alpha0, alpha1);
+                convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             }
             {
                 const int sp = (nkt - 1) % kStages;
                 sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
-                if constexpr (kPSmem)
-                    issue_pv_ss(c, dp, sV + sp * L::kVStride);
-                else
-                    issue_pv<kTcAcc, kOnesL, kXNoGemm>(c, sV + sp * L::kVStride);
+                issue_pv<kTcAcc, kXNoGemm>(c, sV + sp * kTile);
                 sm90::wgmma_wait<0>();
 #pragma unroll
-                for (int i = 0; i < 68; ++i) sm90::fence_reg(c.pv[i]); /* 64..67: kFOnesL row sums */
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
                 release(bars.vempty(sp), lane);
-                if constexpr (kFmaO)
-                    fma_pv(c, aprev0, aprev1); /* O in the final frame m(nkt-1) */
-                else if constexpr (!kTcAcc)
-                    add_pv(c);
-                if constexpr (kOnesL) add_l(c, wprev, 1.f, 1.f);
+                if constexpr (!kTcAcc) add_pv(c);
             }
         } else {
             for (int n = 0; n < nkt; ++n) {
@@ -800,10 +503,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 rescale_o(c, alpha0, alpha1);
                 convert_p(c, (256.f * svn) / svmax);
                 sm90::mbar_wait(bars.vfull(st), ph);
-                issue_pv(c, sV + st * L::kVStride);
+                issue_pv(c, sV + st * kTile);
                 sm90::wgmma_wait<0>();
 #pragma unroll
-                for (int i = 0; i < 68; ++i) sm90::fence_reg(c.pv[i]); /* 64..67: kFOnesL row sums */
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
                 release(bars.vempty(st), lane);
                 add_pv(c);
             }
@@ -875,49 +578,12 @@ static const Variant *variants(int *count)
     static const Variant v[] = {
         make_variant<2, 0>("v0 in-order, 2 stages"),
         make_variant<2, kFOverlap>("v1 overlap, 2 stages"),
-        make_variant<2, kFOverlap | kFPingPong>("v2 overlap+pingpong, 2 stages"),
-        make_variant<3, kFOverlap | kFPingPong>("v3 overlap+pingpong, 3 stages"),
-        make_variant<2, kFOverlap | kFPSmem>("v4 overlap, P via smem, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder>("v5 overlap, ordered O update, 2 stages"),
-        make_variant<2, kFOverlap | kFPSmem | kFOrder>("v6 overlap, P via smem, ordered, 2 stages"),
-        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFPingPong>("v7 overlap+pingpong, P via smem, ordered, 2 stages"),
-        make_variant<3, kFOverlap | kFPSmem | kFOrder>("v8 overlap, P via smem, ordered, 3 stages"),
-        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFPWarp>("v9 overlap, P via smem (warp sync), ordered, 2 stages"),
-        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFPWarp | kFPingPong>(
-            "v10 overlap+pingpong, P via smem (warp sync), ordered, 2 stages"),
         make_variant<2, kFOverlap | kFTcAcc>("v11 EXPERIMENT overlap, O accumulated in the tensor cores"),
-        make_variant<2, kFOverlap | kFTcAcc | kFPingPong>("v12 EXPERIMENT overlap+pingpong, O in the tensor cores"),
-        make_variant<2, kFOverlap | kFRescaleAll>("v13 overlap, O rescaled every tile, 2 stages"),
-        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFRescaleAll>(
-            "v14 overlap, P via smem, ordered, O rescaled every tile, 2 stages"),
-        make_variant<2, kFOverlap | kFPSmem | kFOrder | kFRescaleAll | kFPingPong>(
-            "v15 overlap+pingpong, P via smem, ordered, O rescaled every tile, 2 stages"),
         make_variant<2, kFOverlap | kFExpScale>("v16 overlap, P8 multiplier in the exponent, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL>("v17 v16 + l from a ones column of the PV GEMM, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL | kFLateWait>("v18 v17 + wait for PV(n-1) after P8(n), 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL | kFPingPong>("v19 v17 + pingpong, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL | kFLateWait | kFPingPong>("v20 v18 + pingpong, 2 stages"),
-        make_variant<3, kFOverlap | kFExpScale | kFOnesL | kFLateWait>("v21 v18, 3 stages"),
         make_variant<2, kFOverlap | kFXNoLoad>("v22 ABLATION v1 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax>("v23 ABLATION v1 without softmax (wrong output)"),
         make_variant<2, kFOverlap | kFXNoGemm>("v24 ABLATION v1 without wgmma (wrong output)"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL | kFLateWait | kFXNoLoad>(
-            "v25 ABLATION v18 without K/V loads after the first two (wrong output)"),
-        make_variant<2, kFOverlap | kFPingPong | kFXNoLoad>("v26 ABLATION v2 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax | kFXNoLoad>("v27 ABLATION v1 without softmax and loads (wrong output)"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL | kFLateWait | kFKeepA>("v28 v18 + P8 fragments kept live, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA>("v29 v5 + P8 fragments kept live, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA | kFPingPong>("v31 v29 + pingpong, 2 stages"),
-        make_variant<3, kFOverlap | kFOrder | kFKeepA>("v32 v29, 3 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA | kFFmaO>("v34 v29 + O = O alpha + pv in one FMA, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA | kFFmaO | kFExpScale>("v35 v34 + P8 multiplier in the exponent, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA | kFFmaO | kFPingPong>("v36 v34 + pingpong, 2 stages"),
-        make_variant<2, kFOverlap | kFExpTurn>("v37 v1 + exp turns, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA | kFFmaO | kFExpTurn>("v38 v34 + exp turns, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFOnesL | kFExpTurn>("v39 v17 + exp turns, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFExpTurn>("v40 v16 + exp turns, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFFmaO>("v41 v16 + O = O alpha + pv in one FMA, 2 stages"),
-        make_variant<2, kFOverlap | kFOrder | kFKeepA | kFXNoLoad>("v33 ABLATION v29 without K/V loads after the first two (wrong output)"),
     };
     *count = (int)(sizeof v / sizeof v[0]);
     return v;

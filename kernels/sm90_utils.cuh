@@ -56,19 +56,6 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
         : "memory");
 }
 
-/* ---- named barriers (bar.sync / bar.arrive; id 0 is __syncthreads) ----
- * A barrier of count N completes when N threads (whole warps) have arrived,
- * counting both sync and arrive; only sync waits. Immediate ids: a register
- * id makes ptxas reserve all 16 barriers of the CTA. */
-template <int Id, int Count> static __device__ __forceinline__ void named_bar_sync()
-{
-    asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");
-}
-template <int Id, int Count> static __device__ __forceinline__ void named_bar_arrive()
-{
-    asm volatile("bar.arrive %0, %1;" ::"n"(Id), "n"(Count) : "memory");
-}
-
 /* ---- TMA: 2D tiled load into shared memory, completing on an mbarrier ---- */
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1)
 {
@@ -81,18 +68,6 @@ static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tma
 static __device__ __forceinline__ void prefetch_tmap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)tmap) : "memory");
-}
-
-/* Generic-proxy shared-memory writes (st.shared) made visible to the async
- * proxy (wgmma operand reads, TMA): each writing thread fences, then the
- * writers synchronise before the wgmma is issued. */
-static __device__ __forceinline__ void fence_proxy_async_smem()
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-static __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v)
-{
-    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
 /* ---- register budget per warpgroup ---- */
@@ -124,19 +99,6 @@ static __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.comm
 template <int N> static __device__ __forceinline__ void wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-/* wait_group N issued only once `after` exists: the wait carries a predicate
- * computed from it (after >= 0, true for the non-negative values passed), so
- * ptxas cannot schedule the wait ahead of the instructions producing it.
- * Pass a plain sum of exp2 results: ptxas then sees the predicate is always
- * true and emits an unconditional wait; with a value it cannot see through
- * (a product with a reciprocal, an integer test) the wait stays conditional
- * and ptxas serialises every wgmma of the kernel (C7514; test_sm90_ptxas). */
-template <int N> static __device__ __forceinline__ void wgmma_wait_after(float after)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ge.f32 p, %0, 0f00000000;\n@p wgmma.wait_group.sync.aligned %1;\n}\n" ::"f"(after),
-                 "n"(N)
-                 : "memory");
 }
 /* Keeps the compiler from moving accesses of in-flight accumulator registers
  * across wgmma issue / wait points (CUTLASS's warpgroup_fence_operand). */
@@ -179,30 +141,6 @@ static __device__ __forceinline__ void wgmma_rs_m64n128k32(float (&d)[64], const
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-}
-
-/* D[64x136] (+)= A[64x32] . B[136x32]^T, A from registers, B from shared
- * memory: N = 136 is a legal wgmma N for 8-bit types (multiples of 8); the
- * attention kernel's PV uses the 8 extra columns for a row of ones (row sums
- * of P8 from the tensor cores). d[64..67]: columns 128 + 2t + (e & 1). */
-static __device__ __forceinline__ void wgmma_rs_m64n136k32(float (&d)[68], const uint32_t (&a)[4], uint64_t db,
-                                                           int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
-        :
-          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 

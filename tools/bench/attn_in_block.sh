@@ -5,11 +5,11 @@
 # bench_attn at S = 30272, each with the SM clock and board power sampled; then ncu (clocks not locked) of one launch in each
 # program: duration, SM clock, instructions executed (data-dependent paths,
 # e.g. the O rescale, change the count), tensor-pipe and issue utilisation.
-# Usage: tools/bench/attn_in_block.sh BUILD_DIR [variants]   (default 1)
+# Usage: tools/bench/attn_in_block.sh BUILD_DIR [variants]   (default 16, the default kernel)
 # Env: OUT (logs; default ./out), H3_WEIGHTS (default: generated in /tmp).
 set -uo pipefail
 B=${1:?usage: attn_in_block.sh BUILD_DIR [variants]}
-VARS=${2:-1}
+VARS=${2:-16}
 OUT=${OUT:-$PWD/out}/attn_in_block
 mkdir -p "$OUT"
 W=${H3_WEIGHTS:-/tmp/h3_attn_in_block_weights.safetensors}

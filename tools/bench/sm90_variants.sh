@@ -4,13 +4,13 @@
 # tests (--quick: both kernels against the CPU emulation) and bench_attn at
 # the given sequence lengths, then an ncu summary of the listed variants.
 # Usage: tools/bench/sm90_variants.sh BUILD_DIR [variants] [ncu-variants]
-#   variants: comma list (default 1,4,6,8); a variant written bN is only
+#   variants: comma list (default 1,16); a variant written bN is only
 #   timed, not tested (the ABLATION variants, whose output is wrong by
 #   design); ncu-variants (default: none).
 # Env: H3_BENCH_SEQS (default 30272), OUT (logs; default ./out).
 set -uo pipefail
 B=${1:?usage: sm90_variants.sh BUILD_DIR [variants] [ncu-variants]}
-VARS=${2:-1,4,6,8}
+VARS=${2:-1,16}
 NCU_VARS=${3:-}
 SEQS=${H3_BENCH_SEQS:-30272}
 OUT=${OUT:-$PWD/out}/sm90_variants
