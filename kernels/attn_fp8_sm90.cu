@@ -40,10 +40,10 @@
  *   retired; figures in docs/perf.md (2026-12-03).
  *   0, 1 and 22..24 do the same arithmetic in the same order per thread
  *   (outputs bit-identical); 16 differs from them in FP32 rounding only.
-
+ *
  * Extra export (the lead adds it to kernels.h):
  *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(void);
- *   -- the variant h3k_attn_fp8_sm90 runs, e.g. "v2 overlap+pingpong, 2 stages".
+ *   -- the variant h3k_attn_fp8_sm90 runs, e.g. "v16 overlap, P8 multiplier in the exponent, 2 stages".
  *
  * Numerics (cpu_ref.h `attention`, key tile 128 = one scale group per tile):
  *   c = (sq[gq] * sk[gk]) * (D^-0.5 log2 e); x = c * dot (FP32 wgmma sum);
@@ -67,7 +67,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernels.h"
 
@@ -134,9 +133,10 @@ static __device__ __forceinline__ float ex2(float x)
  * first source in the upper byte. */
 static __device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3)
 {
-    /* one asm block with the 16-bit halves joined by mov: ptxas then writes
-     * the second cvt into the first's register (F2FP ... MERGE_C) instead of
-     * a PRMT per pair, whatever the surrounding code */
+    /* one asm block with the 16-bit halves joined by mov: ptxas can then
+     * write the second cvt into the first's register (F2FP ... MERGE_C)
+     * instead of a PRMT per pair -- it does in v1's loop, not in v16's (16
+     * PRMTs per tile there, docs/perf.md) */
     uint32_t r;
     asm("{\n.reg .b16 lo, hi;\n"
         "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
@@ -589,9 +589,6 @@ static const Variant *variants(int *count)
     return v;
 }
 
-/* H3_SM90_VARIANT, parsed once (unset or empty: the default; anything but a
- * listed index: one warning, then the default). Race-benign: every caller
- * computes the same value. */
 /* The entry whose name reads "vN ..." (names, not array positions, carry
  * the numbers, so entries can be added or retired without renumbering). */
 static int variant_index(const Variant *v, int n, long number)
@@ -611,6 +608,11 @@ static int selected_variant(void)
     int n = 0;
     const Variant *v = variants(&n);
     int sel = variant_index(v, n, H3_SM90_DEFAULT_VARIANT);
+    if (sel < 0) { /* a build-time -DH3_SM90_DEFAULT_VARIANT that names no entry */
+        fprintf(stderr, "h3block: H3_SM90_DEFAULT_VARIANT=%d names no variant; using %s\n", H3_SM90_DEFAULT_VARIANT,
+                v[0].name);
+        sel = 0;
+    }
     const char *env = getenv("H3_SM90_VARIANT");
     if (env && *env) {
         char *end = NULL;
