@@ -67,6 +67,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -127,6 +128,24 @@ static __device__ __forceinline__ float ex2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
+}
+
+/* 2^x on the FMA pipe (the exp unit is the loop's other bottleneck, so a
+ * share of the exponentials moves here): 2^x = 2^floor(x) * 2^f, f in
+ * [0, 1); floor(x) comes from adding 1.5 * 2^23 rounding down (the integer
+ * lands in the low mantissa bits), 2^f from a degree-3 polynomial
+ * (relative minimax, max relative error 7.5e-5 = 2^-13.7: below the
+ * ~1e-3 that wgmma's truncated dots already put on p, far below P8's e4m3
+ * step), and the exponent is added to the polynomial's bits. x is clamped
+ * to -126 first (keeps the sum of exponents >= 0; -inf, a masked key,
+ * gives ~1e-38 instead of 0: rounds to a P8 of 0 and vanishes in l). */
+static __device__ __forceinline__ float ex2_poly(float x)
+{
+    x = fmaxf(x, -126.f); /* -127 would wrap: p(0) < 1 has exponent field 126 */
+    const float t = __fadd_rd(x, 12582912.f); /* 1.5 * 2^23 + floor(x), exactly */
+    const float f = x - (t - 12582912.f);
+    const float p = fmaf(fmaf(fmaf(0.07802411f, f, 0.22606714f), f, 0.69583386f), f, 0.99992514f);
+    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23)); /* (1.5 * 2^23) << 23 wraps to 0 */
 }
 
 /* e4m3 codes of (x0, x1, x2, x3) in bytes 0..3, satfinite RNE. cvt puts its
@@ -232,7 +251,7 @@ static __device__ __forceinline__ void add_pv(Consumer &c)
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
  * c.s and returns the O rescale factors. kvalid: keys of this tile < S
  * (128 unless it is the ragged last tile). */
-template <bool kExpScale = false>
+template <bool kExpScale = false, int kPoly = 0>
 static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid, int t, float &alpha0,
                                                float &alpha1, float lmult = 0.f, float imult = 1.f)
 {
@@ -274,12 +293,16 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
      * 1 / mult (two multiplies per row). */
     const float b0 = kExpScale ? lmult - mu0 : -mu0, b1 = kExpScale ? lmult - mu1 : -mu1;
     float sum0 = 0.f, sum1 = 0.f;
+    /* kPoly of the 64 exponentials (spread evenly: i with i * kPoly mod 64
+     * < kPoly) on the FMA pipe, the rest on the exp unit */
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-        c.s[4 * j + 0] = ex2(fmaf(c.s[4 * j + 0], cs, b0));
-        c.s[4 * j + 1] = ex2(fmaf(c.s[4 * j + 1], cs, b0));
-        c.s[4 * j + 2] = ex2(fmaf(c.s[4 * j + 2], cs, b1));
-        c.s[4 * j + 3] = ex2(fmaf(c.s[4 * j + 3], cs, b1));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * j + e;
+            const float x = fmaf(c.s[i], cs, e < 2 ? b0 : b1);
+            c.s[i] = (i * kPoly) % 64 < kPoly ? ex2_poly(x) : ex2(x);
+        }
         sum0 += c.s[4 * j + 0] + c.s[4 * j + 1];
         sum1 += c.s[4 * j + 2] + c.s[4 * j + 3];
     }
@@ -291,6 +314,134 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
     }
     c.l0 = c.l0 * alpha0 + sum0;
     c.l1 = c.l1 * alpha1 + sum1;
+}
+
+/* EXPERIMENT (kFF16Exp): the exponentials in half precision, two per
+ * MUFU op (ex2.approx.f16x2: the exp unit does the work of one tile in half
+ * the time). x = dot * c - m <= 0 is rounded to f16 (spacing <= 2^-9 for
+ * the p >= 1/16 that matter, i.e. p off by <= 0.07%), p V's multiplier is
+ * applied after the exp in f16 (HMUL2), the row sums are an f16 tree per
+ * tile added to l in FP32 (convert_p_f16 then makes P8). Differs from the
+ * FP32 contract by those roundings (a contract decision, not taken). */
+static __device__ __forceinline__ uint32_t f16x2_pack(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static __device__ __forceinline__ uint32_t ex2_f16x2(uint32_t x)
+{
+    uint32_t r;
+    asm("ex2.approx.f16x2 %0, %1;" : "=r"(r) : "r"(x));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+/* e4m3 codes of two f16x2 (a.lo, a.hi, b.lo, b.hi) in bytes 0..3 */
+static __device__ __forceinline__ uint32_t e4m3x4_of_f16x2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 lo, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 hi, %2;\n"
+        "mov.b32 %0, {lo, hi};\n}"
+        : "=r"(r)
+        : "r"(a), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ float f16x2_sum(uint32_t a)
+{
+    float lo, hi;
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(lo), "=f"(hi) : "r"(a));
+    return lo + hi;
+}
+
+/* The exps, sums and P8 conversion of softmax() in f16 (see above); the
+ * row maxima and alpha as softmax(). */
+static __device__ __forceinline__ void softmax_f16(Consumer &c, float cs, int kvalid, int t, float &alpha0,
+                                                   float &alpha1)
+{
+    if (kvalid < kBN) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (8 * j + 2 * t + (e & 1) >= kvalid) c.s[4 * j + e] = -INFINITY;
+    }
+    float a0[8], a1[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        a0[j] = fmaxf(fmaxf(c.s[8 * j + 0], c.s[8 * j + 1]), fmaxf(c.s[8 * j + 4], c.s[8 * j + 5]));
+        a1[j] = fmaxf(fmaxf(c.s[8 * j + 2], c.s[8 * j + 3]), fmaxf(c.s[8 * j + 6], c.s[8 * j + 7]));
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a0[j] = fmaxf(a0[j], a0[j + 4]);
+        a1[j] = fmaxf(a1[j], a1[j + 4]);
+    }
+    float mx0 = fmaxf(fmaxf(a0[0], a0[2]), fmaxf(a0[1], a0[3]));
+    float mx1 = fmaxf(fmaxf(a1[0], a1[2]), fmaxf(a1[1], a1[3]));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(c.m0, mx0 * cs), mn1 = fmaxf(c.m1, mx1 * cs);
+    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
+    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    uint32_t h0[16], h1[16]; /* p of rows g, g+8 as f16 pairs (keys 8j + 2t, +1) */
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        h0[j] = ex2_f16x2(f16x2_pack(fmaf(c.s[4 * j + 0], cs, -mu0), fmaf(c.s[4 * j + 1], cs, -mu0)));
+        h1[j] = ex2_f16x2(f16x2_pack(fmaf(c.s[4 * j + 2], cs, -mu1), fmaf(c.s[4 * j + 3], cs, -mu1)));
+    }
+    uint32_t t0[8], t1[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        t0[j] = hadd2(h0[2 * j], h0[2 * j + 1]);
+        t1[j] = hadd2(h1[2 * j], h1[2 * j + 1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        t0[j] = hadd2(t0[j], t0[j + 4]);
+        t1[j] = hadd2(t1[j], t1[j + 4]);
+    }
+    const float sum0 = f16x2_sum(hadd2(hadd2(t0[0], t0[2]), hadd2(t0[1], t0[3])));
+    const float sum1 = f16x2_sum(hadd2(hadd2(t1[0], t1[2]), hadd2(t1[1], t1[3])));
+    c.m0 = mn0;
+    c.m1 = mn1;
+    c.l0 = c.l0 * alpha0 + sum0;
+    c.l1 = c.l1 * alpha1 + sum1;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) { /* the f16 pairs wait in S's registers for convert_p_f16 */
+        c.s[j] = __uint_as_float(h0[j]);
+        c.s[16 + j] = __uint_as_float(h1[j]);
+    }
+}
+
+/* P8 fragments from softmax_f16's pairs, times the multiplier (in f16). */
+static __device__ __forceinline__ void convert_p_f16(Consumer &c, float mult)
+{
+    const uint32_t m2 = f16x2_pack(mult, mult);
+#define H3_H(i) hmul2(__float_as_uint(c.s[i]), m2)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        c.p[kk][0] = e4m3x4_of_f16x2(H3_H(4 * kk + 0), H3_H(4 * kk + 1));
+        c.p[kk][1] = e4m3x4_of_f16x2(H3_H(16 + 4 * kk + 0), H3_H(16 + 4 * kk + 1));
+        c.p[kk][2] = e4m3x4_of_f16x2(H3_H(4 * kk + 2), H3_H(4 * kk + 3));
+        c.p[kk][3] = e4m3x4_of_f16x2(H3_H(16 + 4 * kk + 2), H3_H(16 + 4 * kk + 3));
+    }
+#undef H3_H
 }
 
 static __device__ __forceinline__ void rescale_o(Consumer &c, float alpha0, float alpha1)
@@ -322,14 +473,115 @@ template <bool kExpScale = false> static __device__ __forceinline__ void convert
     }
 }
 
+/* Epilogue: l reduced over the row's 4 threads, O = acc * (svmax 2^-8) / l
+ * as BF16 into [S][H*128], LSE; rows >= S are not written. row0: this
+ * thread's first row (its second is row0 + 8). */
+static __device__ __forceinline__ void store_output(Consumer &c, float svmax, int row0, int S, int H, int h,
+                                                    uint16_t *__restrict__ O, float *__restrict__ lse)
+{
+    const int t = threadIdx.x % 4;
+    c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 1);
+    c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 1);
+    c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 2);
+    c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 2);
+    const float f0 = (svmax * 0.00390625f) / c.l0, f1 = (svmax * 0.00390625f) / c.l1;
+    const int row1 = row0 + 8;
+    const size_t ld = (size_t)H * kD;
+    if (row0 < S) {
+        uint16_t *op = O + (size_t)row0 * ld + (size_t)h * kD + 2 * t;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 0] * f0, c.o[4 * j + 1] * f0);
+        if (t == 0) lse[(size_t)h * S + row0] = (c.m0 + log2f(c.l0)) * 0.6931471805599453f;
+    }
+    if (row1 < S) {
+        uint16_t *op = O + (size_t)row1 * ld + (size_t)h * kD + 2 * t;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 2] * f1, c.o[4 * j + 3] * f1);
+        if (t == 0) lse[(size_t)h * S + row1] = (c.m1 + log2f(c.l1)) * 0.6931471805599453f;
+    }
+}
+
+/* wg3: folds the tensor-core partial sum O into the FP32 copy in shared
+ * memory (thread's float4 j at o32 + j * 384 * 16): o32 = o32 * 2^(mf - m)
+ * + O, then mf = m (mf = -inf while o32 is still empty: factor 0). The
+ * next P V starts O afresh. */
+static __device__ __forceinline__ void fold_o(Consumer &c, uint32_t o32, float &mf0, float &mf1)
+{
+    const float f0 = ex2(mf0 - c.m0), f1 = ex2(mf1 - c.m1);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        float4 v;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "r"(o32 + j * 384 * 16)
+                     : "memory");
+        v.x = fmaf(v.x, f0, c.o[4 * j + 0]);
+        v.y = fmaf(v.y, f0, c.o[4 * j + 1]);
+        v.z = fmaf(v.z, f1, c.o[4 * j + 2]);
+        v.w = fmaf(v.w, f1, c.o[4 * j + 3]);
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(o32 + j * 384 * 16), "f"(v.x), "f"(v.y),
+                     "f"(v.z), "f"(v.w)
+                     : "memory");
+    }
+    mf0 = c.m0;
+    mf1 = c.m1;
+}
+
+/* S = Q K^T as issue_qk, without the fences that keep S's old values live
+ * (the wg3 loop has no registers to spare for them between tiles). */
+static __device__ __forceinline__ void issue_qk_fresh(Consumer &c, uint64_t dq, uint32_t sk_addr)
+{
+    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
+    sm90::wgmma_fence();
+    sm90::wgmma_ss_m64n128k32_zero(c.s, dq, dk);
+#pragma unroll
+    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(c.s, dq + 2 * kk, dk + 2 * kk, 1);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+}
+
+/* acc (+)= P V for the V^T tile at sv_addr (async; commit group);
+ * accumulate = 0 starts acc afresh. */
+static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], Consumer &c, uint32_t sv_addr, bool accumulate)
+{
+    const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(acc, c.p[kk], dv + 2 * kk, accumulate || kk > 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+}
+
 } // namespace
 #endif
+
+/* kFXTrace: [wg][tile][point] clock64 of CTA kTraceCta (mid-grid, steady
+ * state), written out by the host (H3_SM90_TRACE=file). Points: 0 K(n)
+ * ready, 1 S(n) ready, 2 softmax(n) done, 3 PV(n-1) done, 4 P(n) converted;
+ * [wg][kTraceTiles][0..1] = SM id, CTA start. */
+constexpr int kTraceCta = 6000, kTraceTiles = 640;
+__device__ unsigned long long g_sm90_trace[3][kTraceTiles + 1][5];
 
 /* Loop options (bits of the kernel's kF template parameter). */
 enum : unsigned {
     kFOverlap = 1u,    /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
+    kFPoly16 = 256u,   /* 16 of each thread's 64 exp2 per tile on the FMA pipe (ex2_poly) */
+    kFPoly24 = 512u,   /* 24 of 64 (with kFPoly16: 20 of 64) */
+    kFF16Exp = 64u,    /* EXPERIMENT: exps in f16, two per MUFU op (softmax_f16; off the FP32 contract) */
+    kFDesync = 8192u,  /* WG2 starts ~half a step after WG1 (exp phases of the two WGs apart) */
+    kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
     kFXNoLoad = 1024u,    /* K/V loaded by TMA for the first kStages tiles only, then reused: no L2 traffic */
@@ -352,7 +604,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kOverlap = kF & kFOverlap, kTcAcc = kF & kFTcAcc, kExpScale = kF & kFExpScale,
-                   kXNoLoad = kF & kFXNoLoad, kXNoSoftmax = kF & kFXNoSoftmax, kXNoGemm = kF & kFXNoGemm;
+                   kXNoLoad = kF & kFXNoLoad, kXNoSoftmax = kF & kFXNoSoftmax, kXNoGemm = kF & kFXNoGemm,
+                   kDesync = kF & kFDesync, kXTrace = kF & kFXTrace, kF16 = kF & kFF16Exp;
+    constexpr int kPoly = (kF & kFPoly16) && (kF & kFPoly24) ? 20 : (kF & kFPoly16) ? 16 : (kF & kFPoly24) ? 24 : 0;
     static_assert(kOverlap || !(kF & ~kFOverlap), "the other options are built on the overlapped loop");
     using L = SmemLayout<kStages>;
     extern __shared__ uint8_t smem_raw[];
@@ -434,6 +688,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int klast = S - (nkt - 1) * kBN;                             /* valid keys of the last tile */
         float alpha0, alpha1;
 
+        const bool tr = kXTrace && blockIdx.x == kTraceCta && tw == 0;
+        if (tr) {
+            unsigned smid;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+            g_sm90_trace[wgi][kTraceTiles][0] = smid;
+            g_sm90_trace[wgi][kTraceTiles][1] = clock64();
+        }
+        if constexpr (kDesync) {
+            if (wgi == 1) { /* a one-time offset; the K/V ring (3 stages) lets it persist */
+                const long long t0 = clock64();
+                while (clock64() - t0 < 1200) {
+                }
+            }
+        }
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kOverlap) {
             {
@@ -448,35 +716,50 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const float em = sv_h[0] * r256; /* kExpScale: the multiplier, then its log2 and inverse */
                 if constexpr (kXNoSoftmax)
                     alpha0 = alpha1 = 1.f;
+                else if constexpr (kF16)
+                    softmax_f16(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1);
                 else
-                    softmax<kExpScale>(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                    softmax<kExpScale, kPoly>(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                                        rcp_approx(em)); /* O = 0: no rescale */
-                convert_p<kExpScale>(c, mult);
+                if constexpr (kF16)
+                    convert_p_f16(c, em);
+                else
+                    convert_p<kExpScale>(c, mult);
             }
             for (int n = 1; n < nkt; ++n) {
                 const int st = n % kStages, sp = (n - 1) % kStages;
                 const float skn = sk_h[n], svn = sv_h[n];
                 sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
+                if (kXTrace && tr) g_sm90_trace[wgi][n][0] = clock64();
                 issue_qk<kXNoGemm>(c, dq, sK + st * kTile);
                 sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
                 issue_pv<kTcAcc, kXNoGemm>(c, sV + sp * kTile);
                 sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+                if (kXTrace && tr) g_sm90_trace[wgi][n][1] = clock64();
                 release(bars.kempty(st), lane);
                 const float em = svn * r256;
                 if constexpr (kXNoSoftmax)
                     alpha0 = alpha1 = 1.f;
+                else if constexpr (kF16)
+                    softmax_f16(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
                 else
-                    softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                    softmax<kExpScale, kPoly>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
                                        __log2f(em), rcp_approx(em));
+                if (kXTrace && tr) g_sm90_trace[wgi][n][2] = clock64();
                 sm90::wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+                if (kXTrace && tr) g_sm90_trace[wgi][n][3] = clock64();
                 release(bars.vempty(sp), lane);
                 if constexpr (!kTcAcc) add_pv(c); /* else PV(n-1) is already in O */
                 rescale_o(c, alpha0, alpha1);
-                convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+                if constexpr (kF16)
+                    convert_p_f16(c, svn * r256);
+                else
+                    convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+                if (kXTrace && tr) g_sm90_trace[wgi][n][4] = clock64();
             }
             {
                 const int sp = (nkt - 1) % kStages;
@@ -511,28 +794,175 @@ __global__ void __launch_bounds__(kThreads, 1)
                 add_pv(c);
             }
         }
-        /* ---------------- epilogue ---------------- */
-        c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 1);
-        c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 1);
-        c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 2);
-        c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 2);
-        const float f0 = (svmax * 0.00390625f) / c.l0, f1 = (svmax * 0.00390625f) / c.l1;
-        const int row0 = qt * kBM + wgi * 64 + w * 16 + g, row1 = row0 + 8;
-        const size_t ld = (size_t)H * kD;
-        if (row0 < S) {
-            uint16_t *op = O + (size_t)row0 * ld + (size_t)h * kD + 2 * t;
-#pragma unroll
-            for (int j = 0; j < 16; ++j)
-                *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 0] * f0, c.o[4 * j + 1] * f0);
-            if (t == 0) lse[(size_t)h * S + row0] = (c.m0 + log2f(c.l0)) * 0.6931471805599453f;
+        store_output(c, svmax, qt * kBM + wgi * 64 + w * 16 + g, S, H, h, O, lse);
+    }
+#else
+    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+#endif
+}
+
+/* ---- three consumer warpgroups (kernel "wg3") ----
+ * CTA = 192 queries of one head, 512 threads = 4 warpgroups: WG0 the
+ * producer (as above; Q arrives as three 64-row boxes), WG1..WG3 consumers
+ * with 64 rows each and 160 registers (setmaxnreg). Each consumer runs the
+ * in-order loop QK^T(n), softmax(n), PV(n): the overlap comes from three
+ * independent warpgroups sharing the tensor cores and the exp unit rather
+ * than from pipelining inside one (the two-consumer kernel's loop is a
+ * serial chain per warpgroup that leaves both units half idle, docs/perf.md).
+ * Registers: 64 for S, 64 for O, 16 for P -- no room for a separate FP32 P V
+ * tile, so O accumulates inside the tensor cores for kFlush key tiles
+ * (4 kFlush truncating k-step additions, see issue_pv) and is then folded
+ * into an FP32 copy in shared memory (64 floats per thread, laid out so a
+ * warp's 16-byte accesses are contiguous): o32 = o32 * 2^(m_flush - m) + o.
+ * Shared memory: Q 24 KB | K[St], V[St] 16 KB each | o32 96 KB | mbarriers. */
+constexpr int kWg3Rows = 192, kWg3Threads = 512, kWg3Consumers = 3;
+template <int St> struct SmemLayout3 {
+    static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + St * kTile, kOffO = kOffV + St * kTile,
+                              kOffBar = kOffO + kWg3Consumers * 128 * 64 * 4;
+    static constexpr int kBytes = (int)kOffBar + 128 + 1024;
+    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+};
+
+template <int kStages, int kFlush, unsigned kF>
+__global__ void __launch_bounds__(kWg3Threads, 1)
+    h3k_attn_fp8_sm90_wg3_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
+                                 const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
+                                 const float *__restrict__ sq, const float *__restrict__ sk,
+                                 const float *__restrict__ sv, int S, int H, int S_pad, int nqt,
+                                 uint16_t *__restrict__ O, float *__restrict__ lse)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kF16 = kF & kFF16Exp;
+    constexpr int kPoly = (kF & kFPoly16) && (kF & kFPoly24) ? 20 : (kF & kFPoly16) ? 16 : (kF & kFPoly24) ? 24 : 0;
+    using L = SmemLayout3<kStages>;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV, sO = base + L::kOffO;
+    const Bars<kStages> bars{base + L::kOffBar};
+
+    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
+    const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
+    const int lane = threadIdx.x % 32;
+
+    if (threadIdx.x == 0) {
+        sm90::mbar_init(bars.qfull(), 1);
+        for (int st = 0; st < kStages; ++st) {
+            sm90::mbar_init(bars.kfull(st), 1);
+            sm90::mbar_init(bars.vfull(st), 1);
+            sm90::mbar_init(bars.kempty(st), 4 * kWg3Consumers);
+            sm90::mbar_init(bars.vempty(st), 4 * kWg3Consumers);
         }
-        if (row1 < S) {
-            uint16_t *op = O + (size_t)row1 * ld + (size_t)h * kD + 2 * t;
-#pragma unroll
-            for (int j = 0; j < 16; ++j)
-                *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 2] * f1, c.o[4 * j + 3] * f1);
-            if (t == 0) lse[(size_t)h * S + row1] = (c.m1 + log2f(c.l1)) * 0.6931471805599453f;
+        sm90::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+    if (wg == 0) {
+        sm90::setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            sm90::prefetch_tmap(&tmQ);
+            sm90::prefetch_tmap(&tmK);
+            sm90::prefetch_tmap(&tmV);
+            const int row0 = h * S_pad;
+            /* rows past this head's S_pad are the next head's (read, never
+             * written) or, for the last head, outside the map: zero-filled */
+            sm90::mbar_arrive_expect_tx(bars.qfull(), 3 * (kTile / 2));
+            for (int i = 0; i < 3; ++i)
+                sm90::tma_load_2d(sQ + i * (kTile / 2), &tmQ, bars.qfull(), 0, row0 + qt * kWg3Rows + 64 * i);
+            for (int n = 0; n < nkt; ++n) {
+                const int st = n % kStages;
+                const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+                sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
+                sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
+                sm90::tma_load_2d(sK + st * kTile, &tmK, bars.kfull(st), 0, row0 + n * kBN);
+                sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
+                sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
+                sm90::tma_load_2d(sV + st * kTile, &tmV, bars.vfull(st), n * kBN, h * kD);
+            }
         }
+    } else {
+        sm90::setmaxnreg_inc<160>();
+        const int wgi = wg - 1;
+        const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
+        const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
+        float svmax = 0.f;
+        for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
+        const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
+        const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
+        const float sqq = sq[(size_t)h * G + gq];
+        const float r256 = 256.f / svmax;
+
+        /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
+        const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %1, %1, %1};" ::"r"(o32 + j * 384 * 16), "f"(0.f) : "memory");
+
+        Consumer c;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
+        c.m0 = c.m1 = -INFINITY;
+        c.l0 = c.l1 = 0.f;
+        float mf0 = -INFINITY, mf1 = -INFINITY; /* the max o32 is relative to */
+
+        const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
+        const int klast = S - (nkt - 1) * kBN;
+        const bool tr = kXTrace && blockIdx.x == kTraceCta && tw == 0;
+        if (tr) g_sm90_trace[wgi][kTraceTiles][1] = clock64();
+        sm90::mbar_wait(bars.qfull(), 0);
+        for (int n = 0; n < nkt; ++n) {
+            const int st = n % kStages;
+            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+            const float skn = sk_h[n], svn = sv_h[n];
+            sm90::mbar_wait(bars.kfull(st), ph);
+            if (kXTrace && tr) g_sm90_trace[wgi][n][0] = clock64();
+            issue_qk_fresh(c, dq, sK + st * kTile);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            if (kXTrace && tr) g_sm90_trace[wgi][n][1] = clock64();
+            release(bars.kempty(st), lane);
+            const float em = svn * r256;
+            float alpha0, alpha1;
+            if constexpr (kF16) {
+                softmax_f16(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
+                rescale_o(c, alpha0, alpha1);
+                convert_p_f16(c, em);
+            } else {
+                softmax<kExpScale, kPoly>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                                          __log2f(em), rcp_approx(em));
+                rescale_o(c, alpha0, alpha1);
+                convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+            }
+            if (kXTrace && tr) g_sm90_trace[wgi][n][2] = clock64();
+            sm90::mbar_wait(bars.vfull(st), ph);
+            issue_pv_to(c.o, c, sV + st * kTile, n % kFlush != 0);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+            if (kXTrace && tr) g_sm90_trace[wgi][n][3] = clock64();
+            release(bars.vempty(st), lane);
+            if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1);
+            if (kXTrace && tr) g_sm90_trace[wgi][n][4] = clock64();
+        }
+        {
+            const float f0 = ex2(mf0 - c.m0), f1 = ex2(mf1 - c.m1);
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                float4 v;
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                             : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                             : "r"(o32 + j * 384 * 16)
+                             : "memory");
+                c.o[4 * j + 0] = fmaf(v.x, f0, c.o[4 * j + 0]);
+                c.o[4 * j + 1] = fmaf(v.y, f0, c.o[4 * j + 1]);
+                c.o[4 * j + 2] = fmaf(v.z, f1, c.o[4 * j + 2]);
+                c.o[4 * j + 3] = fmaf(v.w, f1, c.o[4 * j + 3]);
+            }
+        }
+        store_output(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse);
     }
 #else
     (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
@@ -541,13 +971,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 /* ------------------------------------------------------------------ host */
 
-/* 2D tensor map over a row-major byte matrix [rows][inner], 128 x 128 boxes,
+/* 2D tensor map over a row-major byte matrix [rows][inner], 128 x box_rows boxes,
  * 128-byte swizzle (the box's inner extent is exactly 128 bytes). */
-static int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t rows)
+static int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t rows, uint32_t box_rows)
 {
     const cuuint64_t dims[2] = {inner, rows};
     const cuuint64_t strides[1] = {inner}; /* bytes, dims 1.. */
-    const cuuint32_t box[2] = {128, 128};
+    const cuuint32_t box[2] = {128, box_rows};
     const cuuint32_t estr[2] = {1, 1};
     CUresult r = h3k_tensor_map_encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims, strides,
                                         box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -566,11 +996,18 @@ struct Variant {
     KernelFn fn;
     int smem; /* dynamic shared memory bytes */
     const char *name;
+    int rows;    /* queries per CTA: 128 (two consumer WGs) or 192 (wg3) */
+    int threads; /* per CTA */
 };
 
 template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads};
+}
+
+template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
+{
+    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads};
 }
 
 static const Variant *variants(int *count)
@@ -580,6 +1017,26 @@ static const Variant *variants(int *count)
         make_variant<2, kFOverlap>("v1 overlap, 2 stages"),
         make_variant<2, kFOverlap | kFTcAcc>("v11 EXPERIMENT overlap, O accumulated in the tensor cores"),
         make_variant<2, kFOverlap | kFExpScale>("v16 overlap, P8 multiplier in the exponent, 2 stages"),
+        make_variant<2, kFOverlap | kFExpScale | kFPoly16>("v50 v16 + 16 of 64 exp2 on the FMA pipe"),
+        make_variant<2, kFOverlap | kFExpScale | kFPoly24>("v51 v16 + 24 of 64 exp2 on the FMA pipe"),
+        make_variant<2, kFOverlap | kFExpScale | kFPoly16 | kFPoly24>("v53 v16 + 20 of 64 exp2 on the FMA pipe"),
+        make_variant<3, kFOverlap | kFExpScale | kFDesync>("v52 v16 + WG2 offset by ~half a step, 3 stages"),
+        make_variant<3, kFOverlap | kFExpScale>("v54 v16, 3 stages"),
+        make_variant<3, kFOverlap | kFExpScale | kFPoly16 | kFDesync>("v55 v50 + WG2 offset, 3 stages"),
+        make_variant<2, kFOverlap | kFExpScale | kFXTrace>("v60 DIAGNOSTIC v16 with a clock64 trace"),
+        make_variant<3, kFOverlap | kFExpScale | kFDesync | kFXTrace>("v61 DIAGNOSTIC v52 with a clock64 trace"),
+        make_variant<3, kFOverlap | kFExpScale | kFXTrace>("v62 DIAGNOSTIC v54 with a clock64 trace"),
+        make_variant<2, kFOverlap | kFExpScale | kFPoly16 | kFPoly24 | kFXTrace>("v63 DIAGNOSTIC v53 with a clock64 trace"),
+        make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
+        make_variant3<3, 4, kFExpScale>("v71 wg3, 3 stages"),
+        make_variant3<2, 2, kFExpScale>("v72 wg3, O folded every 2 tiles"),
+        make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
+        make_variant3<2, 4, kFExpScale | kFPoly16>("v74 wg3 + 16 of 64 exp2 on the FMA pipe"),
+        make_variant3<2, 16, kFExpScale>("v75 wg3, O folded every 16 tiles"),
+        make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
+        make_variant3<2, 1000000, kFExpScale>("v78 EXPERIMENT wg3, O never folded (fails the contract)"),
+        make_variant3<2, 8, kFF16Exp>("v91 EXPERIMENT wg3 (O folded every 8) with the exps in f16"),
+        make_variant3<2, 4, kFF16Exp>("v92 EXPERIMENT wg3 (O folded every 4) with the exps in f16"),
         make_variant<2, kFOverlap | kFXNoLoad>("v22 ABLATION v1 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax>("v23 ABLATION v1 without softmax (wrong output)"),
         make_variant<2, kFOverlap | kFXNoGemm>("v24 ABLATION v1 without wgmma (wrong output)"),
@@ -674,20 +1131,41 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     if (S < 1 || H < 1) return (int)cudaErrorInvalidValue;
     if (((uintptr_t)q8 | (uintptr_t)k8 | (uintptr_t)vt8) & 15u) return (int)cudaErrorInvalidValue; /* TMA */
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
-    const int nqt = (S + kBM - 1) / kBM;
-    const int S_pad = nqt * kBM;
+    int n = 0;
+    const Variant &v = variants(&n)[selected_variant()];
+    const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
+    const int nqt = (S + v.rows - 1) / v.rows;   /* CTAs per head */
     if ((long long)H * nqt > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
 
     CUtensorMap tq, tk, tv;
     int e;
-    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad)) != 0) return e;
-    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad)) != 0) return e;
-    if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD)) != 0) return e;
+    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, v.rows == kBM ? 128u : 64u)) != 0) return e;
+    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
+    if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
 
-    int n = 0;
-    const Variant &v = variants(&n)[selected_variant()];
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
     if (ce != cudaSuccess) return (int)ce;
-    v.fn<<<H * nqt, kThreads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, S, H, S_pad, nqt, O, lse);
-    return (int)cudaGetLastError();
+    v.fn<<<H * nqt, v.threads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, S, H, S_pad, nqt, O, lse);
+    ce = cudaGetLastError();
+    const char *trace = getenv("H3_SM90_TRACE");
+    if (ce == cudaSuccess && trace && *trace && strstr(v.name, "trace") && H * nqt > kTraceCta) {
+        /* wg3 points: 0 K(n) ready, 1 S(n) ready, 2 P(n) converted, 3 PV(n) done, 4 after the fold */
+        /* diagnostic variants only: the last launch's timeline, overwritten each call */
+        static unsigned long long buf[3][kTraceTiles + 1][5];
+        ce = cudaStreamSynchronize((cudaStream_t)stream);
+        if (ce == cudaSuccess) ce = cudaMemcpyFromSymbol(buf, g_sm90_trace, sizeof buf);
+        FILE *f = ce == cudaSuccess ? fopen(trace, "w") : NULL;
+        if (f) {
+            fprintf(f, "# %s S=%d H=%d cta=%d sm=%llu\nwg,tile,kready,sready,smdone,pvdone,pdone\n", v.name, S, H,
+                    kTraceCta, buf[0][kTraceTiles][0]);
+            for (int w = 0; w < (v.rows == kBM ? 2 : 3); ++w)
+                for (int t = 1; t < (S + kBN - 1) / kBN - 1 && t < kTraceTiles; ++t)
+                    fprintf(f, "%d,%d,%lld,%lld,%lld,%lld,%lld\n", w, t,
+                            (long long)(buf[w][t][0] - buf[0][kTraceTiles][1]), (long long)(buf[w][t][1] - buf[0][kTraceTiles][1]),
+                            (long long)(buf[w][t][2] - buf[0][kTraceTiles][1]), (long long)(buf[w][t][3] - buf[0][kTraceTiles][1]),
+                            (long long)(buf[w][t][4] - buf[0][kTraceTiles][1]));
+            fclose(f);
+        }
+    }
+    return (int)ce;
 }
