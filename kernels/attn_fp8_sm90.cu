@@ -34,6 +34,16 @@
  *        accuracy contract; what the FP32 promotion of P V costs).
  *     22, 23, 24, 27 ABLATIONs of 1, timing only (wrong output): no K/V
  *        loads after the first two tiles, no softmax, no wgmma, both 22+23.
+ *     70, 73 the wg3 kernel (below): three consumer warpgroups, 192
+ *        queries per CTA, O folded to FP32 every 4 / 8 key tiles. 73 is 5%
+ *        faster than 16 but its truncated in-tensor-core sums put 1.4% on O
+ *        when V has a mean (16: 0.17%), so 16 stays the default.
+ *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
+ *        (H3_SM90_TRACE=file; see kFXTrace).
+ *   Retired in commit 4ae3315 (measured, docs/perf.md 2026-12-03 fourth
+ *   run): part of the exp2 on the FMA pipe (v50-53), a WG2 start offset and
+ *   3 stages (v52, v54), exps in f16, two per MUFU op (v91, v92), wg3 with 3
+ *   stages or other fold periods (v71, v72, v75, v78).
  *   Variants 2..41 of commit f70f97c (ping-pong, P through shared memory,
  *   ordered and one-FMA O updates, kept-live P8 fragments, a ones column for
  *   l, exp turns, 3 stages) were measured slower or off the contract and
@@ -128,24 +138,6 @@ static __device__ __forceinline__ float ex2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
-}
-
-/* 2^x on the FMA pipe (the exp unit is the loop's other bottleneck, so a
- * share of the exponentials moves here): 2^x = 2^floor(x) * 2^f, f in
- * [0, 1); floor(x) comes from adding 1.5 * 2^23 rounding down (the integer
- * lands in the low mantissa bits), 2^f from a degree-3 polynomial
- * (relative minimax, max relative error 7.5e-5 = 2^-13.7: below the
- * ~1e-3 that wgmma's truncated dots already put on p, far below P8's e4m3
- * step), and the exponent is added to the polynomial's bits. x is clamped
- * to -126 first (keeps the sum of exponents >= 0; -inf, a masked key,
- * gives ~1e-38 instead of 0: rounds to a P8 of 0 and vanishes in l). */
-static __device__ __forceinline__ float ex2_poly(float x)
-{
-    x = fmaxf(x, -126.f); /* -127 would wrap: p(0) < 1 has exponent field 126 */
-    const float t = __fadd_rd(x, 12582912.f); /* 1.5 * 2^23 + floor(x), exactly */
-    const float f = x - (t - 12582912.f);
-    const float p = fmaf(fmaf(fmaf(0.07802411f, f, 0.22606714f), f, 0.69583386f), f, 0.99992514f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23)); /* (1.5 * 2^23) << 23 wraps to 0 */
 }
 
 /* e4m3 codes of (x0, x1, x2, x3) in bytes 0..3, satfinite RNE. cvt puts its
@@ -251,7 +243,7 @@ static __device__ __forceinline__ void add_pv(Consumer &c)
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
  * c.s and returns the O rescale factors. kvalid: keys of this tile < S
  * (128 unless it is the ragged last tile). */
-template <bool kExpScale = false, int kPoly = 0>
+template <bool kExpScale = false>
 static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid, int t, float &alpha0,
                                                float &alpha1, float lmult = 0.f, float imult = 1.f)
 {
@@ -293,16 +285,12 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
      * 1 / mult (two multiplies per row). */
     const float b0 = kExpScale ? lmult - mu0 : -mu0, b1 = kExpScale ? lmult - mu1 : -mu1;
     float sum0 = 0.f, sum1 = 0.f;
-    /* kPoly of the 64 exponentials (spread evenly: i with i * kPoly mod 64
-     * < kPoly) on the FMA pipe, the rest on the exp unit */
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int i = 4 * j + e;
-            const float x = fmaf(c.s[i], cs, e < 2 ? b0 : b1);
-            c.s[i] = (i * kPoly) % 64 < kPoly ? ex2_poly(x) : ex2(x);
-        }
+        c.s[4 * j + 0] = ex2(fmaf(c.s[4 * j + 0], cs, b0));
+        c.s[4 * j + 1] = ex2(fmaf(c.s[4 * j + 1], cs, b0));
+        c.s[4 * j + 2] = ex2(fmaf(c.s[4 * j + 2], cs, b1));
+        c.s[4 * j + 3] = ex2(fmaf(c.s[4 * j + 3], cs, b1));
         sum0 += c.s[4 * j + 0] + c.s[4 * j + 1];
         sum1 += c.s[4 * j + 2] + c.s[4 * j + 3];
     }
@@ -314,134 +302,6 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
     }
     c.l0 = c.l0 * alpha0 + sum0;
     c.l1 = c.l1 * alpha1 + sum1;
-}
-
-/* EXPERIMENT (kFF16Exp): the exponentials in half precision, two per
- * MUFU op (ex2.approx.f16x2: the exp unit does the work of one tile in half
- * the time). x = dot * c - m <= 0 is rounded to f16 (spacing <= 2^-9 for
- * the p >= 1/16 that matter, i.e. p off by <= 0.07%), p V's multiplier is
- * applied after the exp in f16 (HMUL2), the row sums are an f16 tree per
- * tile added to l in FP32 (convert_p_f16 then makes P8). Differs from the
- * FP32 contract by those roundings (a contract decision, not taken). */
-static __device__ __forceinline__ uint32_t f16x2_pack(float lo, float hi)
-{
-    uint32_t r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-static __device__ __forceinline__ uint32_t ex2_f16x2(uint32_t x)
-{
-    uint32_t r;
-    asm("ex2.approx.f16x2 %0, %1;" : "=r"(r) : "r"(x));
-    return r;
-}
-static __device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-static __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-/* e4m3 codes of two f16x2 (a.lo, a.hi, b.lo, b.hi) in bytes 0..3 */
-static __device__ __forceinline__ uint32_t e4m3x4_of_f16x2(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    asm("{\n.reg .b16 lo, hi;\n"
-        "cvt.rn.satfinite.e4m3x2.f16x2 lo, %1;\n"
-        "cvt.rn.satfinite.e4m3x2.f16x2 hi, %2;\n"
-        "mov.b32 %0, {lo, hi};\n}"
-        : "=r"(r)
-        : "r"(a), "r"(b));
-    return r;
-}
-static __device__ __forceinline__ float f16x2_sum(uint32_t a)
-{
-    float lo, hi;
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(lo), "=f"(hi) : "r"(a));
-    return lo + hi;
-}
-
-/* The exps, sums and P8 conversion of softmax() in f16 (see above); the
- * row maxima and alpha as softmax(). */
-static __device__ __forceinline__ void softmax_f16(Consumer &c, float cs, int kvalid, int t, float &alpha0,
-                                                   float &alpha1)
-{
-    if (kvalid < kBN) {
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                if (8 * j + 2 * t + (e & 1) >= kvalid) c.s[4 * j + e] = -INFINITY;
-    }
-    float a0[8], a1[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        a0[j] = fmaxf(fmaxf(c.s[8 * j + 0], c.s[8 * j + 1]), fmaxf(c.s[8 * j + 4], c.s[8 * j + 5]));
-        a1[j] = fmaxf(fmaxf(c.s[8 * j + 2], c.s[8 * j + 3]), fmaxf(c.s[8 * j + 6], c.s[8 * j + 7]));
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        a0[j] = fmaxf(a0[j], a0[j + 4]);
-        a1[j] = fmaxf(a1[j], a1[j + 4]);
-    }
-    float mx0 = fmaxf(fmaxf(a0[0], a0[2]), fmaxf(a0[1], a0[3]));
-    float mx1 = fmaxf(fmaxf(a1[0], a1[2]), fmaxf(a1[1], a1[3]));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(c.m0, mx0 * cs), mn1 = fmaxf(c.m1, mx1 * cs);
-    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
-    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
-    uint32_t h0[16], h1[16]; /* p of rows g, g+8 as f16 pairs (keys 8j + 2t, +1) */
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        h0[j] = ex2_f16x2(f16x2_pack(fmaf(c.s[4 * j + 0], cs, -mu0), fmaf(c.s[4 * j + 1], cs, -mu0)));
-        h1[j] = ex2_f16x2(f16x2_pack(fmaf(c.s[4 * j + 2], cs, -mu1), fmaf(c.s[4 * j + 3], cs, -mu1)));
-    }
-    uint32_t t0[8], t1[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        t0[j] = hadd2(h0[2 * j], h0[2 * j + 1]);
-        t1[j] = hadd2(h1[2 * j], h1[2 * j + 1]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        t0[j] = hadd2(t0[j], t0[j + 4]);
-        t1[j] = hadd2(t1[j], t1[j + 4]);
-    }
-    const float sum0 = f16x2_sum(hadd2(hadd2(t0[0], t0[2]), hadd2(t0[1], t0[3])));
-    const float sum1 = f16x2_sum(hadd2(hadd2(t1[0], t1[2]), hadd2(t1[1], t1[3])));
-    c.m0 = mn0;
-    c.m1 = mn1;
-    c.l0 = c.l0 * alpha0 + sum0;
-    c.l1 = c.l1 * alpha1 + sum1;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) { /* the f16 pairs wait in S's registers for convert_p_f16 */
-        c.s[j] = __uint_as_float(h0[j]);
-        c.s[16 + j] = __uint_as_float(h1[j]);
-    }
-}
-
-/* P8 fragments from softmax_f16's pairs, times the multiplier (in f16). */
-static __device__ __forceinline__ void convert_p_f16(Consumer &c, float mult)
-{
-    const uint32_t m2 = f16x2_pack(mult, mult);
-#define H3_H(i) hmul2(__float_as_uint(c.s[i]), m2)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-        c.p[kk][0] = e4m3x4_of_f16x2(H3_H(4 * kk + 0), H3_H(4 * kk + 1));
-        c.p[kk][1] = e4m3x4_of_f16x2(H3_H(16 + 4 * kk + 0), H3_H(16 + 4 * kk + 1));
-        c.p[kk][2] = e4m3x4_of_f16x2(H3_H(4 * kk + 2), H3_H(4 * kk + 3));
-        c.p[kk][3] = e4m3x4_of_f16x2(H3_H(16 + 4 * kk + 2), H3_H(16 + 4 * kk + 3));
-    }
-#undef H3_H
 }
 
 static __device__ __forceinline__ void rescale_o(Consumer &c, float alpha0, float alpha1)
@@ -577,10 +437,6 @@ enum : unsigned {
     kFOverlap = 1u,    /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
-    kFPoly16 = 256u,   /* 16 of each thread's 64 exp2 per tile on the FMA pipe (ex2_poly) */
-    kFPoly24 = 512u,   /* 24 of 64 (with kFPoly16: 20 of 64) */
-    kFF16Exp = 64u,    /* EXPERIMENT: exps in f16, two per MUFU op (softmax_f16; off the FP32 contract) */
-    kFDesync = 8192u,  /* WG2 starts ~half a step after WG1 (exp phases of the two WGs apart) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -605,8 +461,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kOverlap = kF & kFOverlap, kTcAcc = kF & kFTcAcc, kExpScale = kF & kFExpScale,
                    kXNoLoad = kF & kFXNoLoad, kXNoSoftmax = kF & kFXNoSoftmax, kXNoGemm = kF & kFXNoGemm,
-                   kDesync = kF & kFDesync, kXTrace = kF & kFXTrace, kF16 = kF & kFF16Exp;
-    constexpr int kPoly = (kF & kFPoly16) && (kF & kFPoly24) ? 20 : (kF & kFPoly16) ? 16 : (kF & kFPoly24) ? 24 : 0;
+                   kXTrace = kF & kFXTrace;
     static_assert(kOverlap || !(kF & ~kFOverlap), "the other options are built on the overlapped loop");
     using L = SmemLayout<kStages>;
     extern __shared__ uint8_t smem_raw[];
@@ -695,13 +550,6 @@ __global__ void __launch_bounds__(kThreads, 1)
             g_sm90_trace[wgi][kTraceTiles][0] = smid;
             g_sm90_trace[wgi][kTraceTiles][1] = clock64();
         }
-        if constexpr (kDesync) {
-            if (wgi == 1) { /* a one-time offset; the K/V ring (3 stages) lets it persist */
-                const long long t0 = clock64();
-                while (clock64() - t0 < 1200) {
-                }
-            }
-        }
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kOverlap) {
             {
@@ -716,15 +564,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const float em = sv_h[0] * r256; /* kExpScale: the multiplier, then its log2 and inverse */
                 if constexpr (kXNoSoftmax)
                     alpha0 = alpha1 = 1.f;
-                else if constexpr (kF16)
-                    softmax_f16(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1);
                 else
-                    softmax<kExpScale, kPoly>(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                    softmax<kExpScale>(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                                        rcp_approx(em)); /* O = 0: no rescale */
-                if constexpr (kF16)
-                    convert_p_f16(c, em);
-                else
-                    convert_p<kExpScale>(c, mult);
+                convert_p<kExpScale>(c, mult);
             }
             for (int n = 1; n < nkt; ++n) {
                 const int st = n % kStages, sp = (n - 1) % kStages;
@@ -742,10 +585,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const float em = svn * r256;
                 if constexpr (kXNoSoftmax)
                     alpha0 = alpha1 = 1.f;
-                else if constexpr (kF16)
-                    softmax_f16(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
                 else
-                    softmax<kExpScale, kPoly>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                    softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
                                        __log2f(em), rcp_approx(em));
                 if (kXTrace && tr) g_sm90_trace[wgi][n][2] = clock64();
                 sm90::wgmma_wait<0>();
@@ -755,10 +596,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 release(bars.vempty(sp), lane);
                 if constexpr (!kTcAcc) add_pv(c); /* else PV(n-1) is already in O */
                 rescale_o(c, alpha0, alpha1);
-                if constexpr (kF16)
-                    convert_p_f16(c, svn * r256);
-                else
-                    convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+                convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
                 if (kXTrace && tr) g_sm90_trace[wgi][n][4] = clock64();
             }
             {
@@ -832,8 +670,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kF16 = kF & kFF16Exp;
-    constexpr int kPoly = (kF & kFPoly16) && (kF & kFPoly24) ? 20 : (kF & kFPoly16) ? 16 : (kF & kFPoly24) ? 24 : 0;
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
     using L = SmemLayout3<kStages>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -926,16 +763,10 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             release(bars.kempty(st), lane);
             const float em = svn * r256;
             float alpha0, alpha1;
-            if constexpr (kF16) {
-                softmax_f16(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1);
-                rescale_o(c, alpha0, alpha1);
-                convert_p_f16(c, em);
-            } else {
-                softmax<kExpScale, kPoly>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
-                                          __log2f(em), rcp_approx(em));
-                rescale_o(c, alpha0, alpha1);
-                convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
-            }
+            softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                               __log2f(em), rcp_approx(em));
+            rescale_o(c, alpha0, alpha1);
+            convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
             issue_pv_to(c.o, c, sV + st * kTile, n % kFlush != 0);
@@ -1017,26 +848,10 @@ static const Variant *variants(int *count)
         make_variant<2, kFOverlap>("v1 overlap, 2 stages"),
         make_variant<2, kFOverlap | kFTcAcc>("v11 EXPERIMENT overlap, O accumulated in the tensor cores"),
         make_variant<2, kFOverlap | kFExpScale>("v16 overlap, P8 multiplier in the exponent, 2 stages"),
-        make_variant<2, kFOverlap | kFExpScale | kFPoly16>("v50 v16 + 16 of 64 exp2 on the FMA pipe"),
-        make_variant<2, kFOverlap | kFExpScale | kFPoly24>("v51 v16 + 24 of 64 exp2 on the FMA pipe"),
-        make_variant<2, kFOverlap | kFExpScale | kFPoly16 | kFPoly24>("v53 v16 + 20 of 64 exp2 on the FMA pipe"),
-        make_variant<3, kFOverlap | kFExpScale | kFDesync>("v52 v16 + WG2 offset by ~half a step, 3 stages"),
-        make_variant<3, kFOverlap | kFExpScale>("v54 v16, 3 stages"),
-        make_variant<3, kFOverlap | kFExpScale | kFPoly16 | kFDesync>("v55 v50 + WG2 offset, 3 stages"),
         make_variant<2, kFOverlap | kFExpScale | kFXTrace>("v60 DIAGNOSTIC v16 with a clock64 trace"),
-        make_variant<3, kFOverlap | kFExpScale | kFDesync | kFXTrace>("v61 DIAGNOSTIC v52 with a clock64 trace"),
-        make_variant<3, kFOverlap | kFExpScale | kFXTrace>("v62 DIAGNOSTIC v54 with a clock64 trace"),
-        make_variant<2, kFOverlap | kFExpScale | kFPoly16 | kFPoly24 | kFXTrace>("v63 DIAGNOSTIC v53 with a clock64 trace"),
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
-        make_variant3<3, 4, kFExpScale>("v71 wg3, 3 stages"),
-        make_variant3<2, 2, kFExpScale>("v72 wg3, O folded every 2 tiles"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
-        make_variant3<2, 4, kFExpScale | kFPoly16>("v74 wg3 + 16 of 64 exp2 on the FMA pipe"),
-        make_variant3<2, 16, kFExpScale>("v75 wg3, O folded every 16 tiles"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
-        make_variant3<2, 1000000, kFExpScale>("v78 EXPERIMENT wg3, O never folded (fails the contract)"),
-        make_variant3<2, 8, kFF16Exp>("v91 EXPERIMENT wg3 (O folded every 8) with the exps in f16"),
-        make_variant3<2, 4, kFF16Exp>("v92 EXPERIMENT wg3 (O folded every 4) with the exps in f16"),
         make_variant<2, kFOverlap | kFXNoLoad>("v22 ABLATION v1 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax>("v23 ABLATION v1 without softmax (wrong output)"),
         make_variant<2, kFOverlap | kFXNoGemm>("v24 ABLATION v1 without wgmma (wrong output)"),
