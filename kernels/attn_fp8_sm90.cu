@@ -426,7 +426,8 @@ static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], Consumer &c
 #endif
 
 /* kFXTrace: [wg][tile][point] clock64 of CTA kTraceCta (mid-grid, steady
- * state), written out by the host (H3_SM90_TRACE=file). Points: 0 K(n)
+ * state; the first kTraceTiles tiles), written out by the host
+ * (H3_SM90_TRACE=file). Points: 0 K(n)
  * ready, 1 S(n) ready, 2 softmax(n) done, 3 PV(n-1) done, 4 P(n) converted;
  * [wg][kTraceTiles][0..1] = SM id, CTA start. */
 constexpr int kTraceCta = 6000, kTraceTiles = 640;
@@ -573,14 +574,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int st = n % kStages, sp = (n - 1) % kStages;
                 const float skn = sk_h[n], svn = sv_h[n];
                 sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
-                if (kXTrace && tr) g_sm90_trace[wgi][n][0] = clock64();
+                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
                 issue_qk<kXNoGemm>(c, dq, sK + st * kTile);
                 sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
                 issue_pv<kTcAcc, kXNoGemm>(c, sV + sp * kTile);
                 sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
-                if (kXTrace && tr) g_sm90_trace[wgi][n][1] = clock64();
+                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
                 release(bars.kempty(st), lane);
                 const float em = svn * r256;
                 if constexpr (kXNoSoftmax)
@@ -588,16 +589,16 @@ __global__ void __launch_bounds__(kThreads, 1)
                 else
                     softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
                                        __log2f(em), rcp_approx(em));
-                if (kXTrace && tr) g_sm90_trace[wgi][n][2] = clock64();
+                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
                 sm90::wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
-                if (kXTrace && tr) g_sm90_trace[wgi][n][3] = clock64();
+                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
                 release(bars.vempty(sp), lane);
                 if constexpr (!kTcAcc) add_pv(c); /* else PV(n-1) is already in O */
                 rescale_o(c, alpha0, alpha1);
                 convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
-                if (kXTrace && tr) g_sm90_trace[wgi][n][4] = clock64();
+                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
             }
             {
                 const int sp = (nkt - 1) % kStages;
@@ -747,19 +748,24 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
         const int klast = S - (nkt - 1) * kBN;
         const bool tr = kXTrace && blockIdx.x == kTraceCta && tw == 0;
-        if (tr) g_sm90_trace[wgi][kTraceTiles][1] = clock64();
+        if (tr) {
+            unsigned smid;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+            g_sm90_trace[wgi][kTraceTiles][0] = smid;
+            g_sm90_trace[wgi][kTraceTiles][1] = clock64();
+        }
         sm90::mbar_wait(bars.qfull(), 0);
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
             const float skn = sk_h[n], svn = sv_h[n];
             sm90::mbar_wait(bars.kfull(st), ph);
-            if (kXTrace && tr) g_sm90_trace[wgi][n][0] = clock64();
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
             issue_qk_fresh(c, dq, sK + st * kTile);
             sm90::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
-            if (kXTrace && tr) g_sm90_trace[wgi][n][1] = clock64();
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
             release(bars.kempty(st), lane);
             const float em = svn * r256;
             float alpha0, alpha1;
@@ -767,16 +773,16 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                __log2f(em), rcp_approx(em));
             rescale_o(c, alpha0, alpha1);
             convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
-            if (kXTrace && tr) g_sm90_trace[wgi][n][2] = clock64();
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
             issue_pv_to(c.o, c, sV + st * kTile, n % kFlush != 0);
             sm90::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-            if (kXTrace && tr) g_sm90_trace[wgi][n][3] = clock64();
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
             release(bars.vempty(st), lane);
             if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1);
-            if (kXTrace && tr) g_sm90_trace[wgi][n][4] = clock64();
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
         }
         {
             const float f0 = ex2(mf0 - c.m0), f1 = ex2(mf1 - c.m1);
@@ -970,6 +976,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
         ce = cudaStreamSynchronize((cudaStream_t)stream);
         if (ce == cudaSuccess) ce = cudaMemcpyFromSymbol(buf, g_sm90_trace, sizeof buf);
         FILE *f = ce == cudaSuccess ? fopen(trace, "w") : NULL;
+        if (ce == cudaSuccess && !f) fprintf(stderr, "h3block: H3_SM90_TRACE: cannot write %s\n", trace);
         if (f) {
             fprintf(f, "# %s S=%d H=%d cta=%d sm=%llu\nwg,tile,kready,sready,smdone,pvdone,pdone\n", v.name, S, H,
                     kTraceCta, buf[0][kTraceTiles][0]);
