@@ -173,6 +173,47 @@ template <int St> struct Bars {
     __device__ uint32_t vempty(int s) const { return base + 8 * (1 + 3 * St + s); }
 };
 
+/* Thread 0: the ring's mbarriers (full: one arrival plus TMA bytes; empty:
+ * one arrival per consumer warp). */
+template <int St> static __device__ __forceinline__ void init_bars(const Bars<St> &bars, uint32_t consumer_warps)
+{
+    sm90::mbar_init(bars.qfull(), 1);
+    for (int st = 0; st < St; ++st) {
+        sm90::mbar_init(bars.kfull(st), 1);
+        sm90::mbar_init(bars.vfull(st), 1);
+        sm90::mbar_init(bars.kempty(st), consumer_warps);
+        sm90::mbar_init(bars.vempty(st), consumer_warps);
+    }
+    sm90::fence_barrier_init();
+}
+
+/* The producer thread's K/V loop: tile n into stage n % St once the
+ * consumers have released it. kNoLoad (ablation): after the first St tiles
+ * the stages are re-armed without a load. */
+template <int St, bool kNoLoad = false>
+static __device__ __forceinline__ void produce_kv(const Bars<St> &bars, uint32_t sK, uint32_t sV, const CUtensorMap *tmK,
+                                                  const CUtensorMap *tmV, int row0, int h, int nkt)
+{
+    for (int n = 0; n < nkt; ++n) {
+        const int st = n % St;
+        const uint32_t ph = (uint32_t)(n / St) & 1u;
+        sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
+        if (kNoLoad && n >= St) {
+            sm90::mbar_arrive(bars.kfull(st));
+        } else {
+            sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
+            sm90::tma_load_2d(sK + st * kTile, tmK, bars.kfull(st), 0, row0 + n * kBN);
+        }
+        sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
+        if (kNoLoad && n >= St) {
+            sm90::mbar_arrive(bars.vfull(st));
+        } else {
+            sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
+            sm90::tma_load_2d(sV + st * kTile, tmV, bars.vfull(st), n * kBN, h * kD);
+        }
+    }
+}
+
 /* Per consumer thread: the online-softmax state of its two rows. */
 struct Consumer {
     float s[64];        /* S accumulator (raw dots), then p */
@@ -475,16 +516,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
     const int lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 0) {
-        sm90::mbar_init(bars.qfull(), 1);
-        for (int st = 0; st < kStages; ++st) {
-            sm90::mbar_init(bars.kfull(st), 1);
-            sm90::mbar_init(bars.vfull(st), 1);
-            sm90::mbar_init(bars.kempty(st), kConsumerWarps);
-            sm90::mbar_init(bars.vempty(st), kConsumerWarps);
-        }
-        sm90::fence_barrier_init();
-    }
+    if (threadIdx.x == 0) init_bars(bars, kConsumerWarps);
     __syncthreads();
 
     /* warp-uniform by construction; the shuffle tells the compiler so, which
@@ -501,24 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int row0 = h * S_pad;
             sm90::mbar_arrive_expect_tx(bars.qfull(), kTile);
             sm90::tma_load_2d(sQ, &tmQ, bars.qfull(), 0, row0 + qt * kBM);
-            for (int n = 0; n < nkt; ++n) {
-                const int st = n % kStages;
-                const uint32_t ph = (uint32_t)(n / kStages) & 1u;
-                sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
-                if (kXNoLoad && n >= kStages) {
-                    sm90::mbar_arrive(bars.kfull(st));
-                } else {
-                    sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
-                    sm90::tma_load_2d(sK + st * kTile, &tmK, bars.kfull(st), 0, row0 + n * kBN);
-                }
-                sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
-                if (kXNoLoad && n >= kStages) {
-                    sm90::mbar_arrive(bars.vfull(st));
-                } else {
-                    sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
-                    sm90::tma_load_2d(sV + st * kTile, &tmV, bars.vfull(st), n * kBN, h * kD);
-                }
-            }
+            produce_kv<kStages, kXNoLoad>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
         }
     } else {
         /* ---------------- consumers ---------------- */
@@ -682,16 +697,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
     const int lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 0) {
-        sm90::mbar_init(bars.qfull(), 1);
-        for (int st = 0; st < kStages; ++st) {
-            sm90::mbar_init(bars.kfull(st), 1);
-            sm90::mbar_init(bars.vfull(st), 1);
-            sm90::mbar_init(bars.kempty(st), 4 * kWg3Consumers);
-            sm90::mbar_init(bars.vempty(st), 4 * kWg3Consumers);
-        }
-        sm90::fence_barrier_init();
-    }
+    if (threadIdx.x == 0) init_bars(bars, 4 * kWg3Consumers);
     __syncthreads();
 
     const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
@@ -707,16 +713,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             sm90::mbar_arrive_expect_tx(bars.qfull(), 3 * (kTile / 2));
             for (int i = 0; i < 3; ++i)
                 sm90::tma_load_2d(sQ + i * (kTile / 2), &tmQ, bars.qfull(), 0, row0 + qt * kWg3Rows + 64 * i);
-            for (int n = 0; n < nkt; ++n) {
-                const int st = n % kStages;
-                const uint32_t ph = (uint32_t)(n / kStages) & 1u;
-                sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
-                sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
-                sm90::tma_load_2d(sK + st * kTile, &tmK, bars.kfull(st), 0, row0 + n * kBN);
-                sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
-                sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
-                sm90::tma_load_2d(sV + st * kTile, &tmV, bars.vfull(st), n * kBN, h * kD);
-            }
+            produce_kv<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
         }
     } else {
         sm90::setmaxnreg_inc<160>();
