@@ -40,6 +40,11 @@
  *        when V has a mean (16: 0.17%), so 16 stays the default.
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
+ *     80-90 EXPERIMENTs, the wg3p kernel (below): three consumer
+ *        warpgroups, no producer, PV(n) under the softmax of tile n+1, P
+ *        through shared memory, O folded every 4 / 8 tiles, 2 or 3 V stages;
+ *        86, 87, 93 its traces, 88 an ABLATION (no proxy fence). Slower than
+ *        wg3 (docs/perf.md, 2026-12-03 fifth run).
  *   Retired in commit 4ae3315 (measured, docs/perf.md 2026-12-03 fourth
  *   run): part of the exp2 on the FMA pipe (v50-53), a WG2 start offset and
  *   3 stages (v52, v54), exps in f16, two per MUFU op (v91, v92), wg3 with 3
@@ -284,7 +289,7 @@ static __device__ __forceinline__ void add_pv(Consumer &c)
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
  * c.s and returns the O rescale factors. kvalid: keys of this tile < S
  * (128 unless it is the ragged last tile). */
-template <bool kExpScale = false>
+template <bool kExpScale = false, bool kNoBranch = false>
 static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid, int t, float &alpha0,
                                                float &alpha1, float lmult = 0.f, float imult = 1.f)
 {
@@ -318,8 +323,17 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
     const float mn0 = fmaxf(c.m0, mx0 * cs), mn1 = fmaxf(c.m1, mx1 * cs);
     /* -inf - -inf guard: a row with no valid key yet keeps p = 0, alpha = 0 */
     const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
-    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    /* kNoBranch (wg3p): m = -inf (no valid key yet) gives ex2(-inf) = +0
+     * without the select, which compiles to a branch -- and ptxas waits for
+     * every wgmma in flight before it, i.e. for PV before the exps. (The
+     * same change in v16's loop costs 17%: ptxas schedules it differently.) */
+    if constexpr (kNoBranch) {
+        alpha0 = ex2(c.m0 - mu0);
+        alpha1 = ex2(c.m1 - mu1);
+    } else {
+        alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
+        alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    }
     /* kExpScale: the P8 multiplier enters as a bias of the exponent,
      * p * mult = 2^(x - m + log2 mult), so P8 needs no multiply (64 FMULs per
      * tile less); the row sums are then of p * mult, and l takes them times
@@ -404,11 +418,37 @@ static __device__ __forceinline__ void store_output(Consumer &c, float svmax, in
     }
 }
 
-/* wg3: folds the tensor-core partial sum O into the FP32 copy in shared
- * memory (thread's float4 j at o32 + j * 384 * 16): o32 = o32 * 2^(mf - m)
- * + O, then mf = m (mf = -inf while o32 is still empty: factor 0). The
- * next P V starts O afresh. */
-static __device__ __forceinline__ void fold_o(Consumer &c, uint32_t o32, float &mf0, float &mf1)
+/* wg3: folds the tensor-core partial sum O (relative to the row maxima
+ * m0, m1) into the FP32 copy in shared memory (thread's float4 j at o32 +
+ * j * 384 * 16): o32 = o32 * 2^(mf - m) + O, then mf = m (mf = -inf while
+ * o32 is still empty: factor 0). The next P V starts O afresh. */
+static __device__ __forceinline__ void fold_o(Consumer &c, uint32_t o32, float &mf0, float &mf1, float m0, float m1,
+                                              float a0 = 1.f, float a1 = 1.f)
+{
+    /* a0, a1 (wg3p): O is relative to maxima older than m0, m1 by these factors */
+    const float f0 = ex2(mf0 - m0), f1 = ex2(mf1 - m1);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        float4 v;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "r"(o32 + j * 384 * 16)
+                     : "memory");
+        v.x = fmaf(v.x, f0, a0 * c.o[4 * j + 0]);
+        v.y = fmaf(v.y, f0, a0 * c.o[4 * j + 1]);
+        v.z = fmaf(v.z, f1, a1 * c.o[4 * j + 2]);
+        v.w = fmaf(v.w, f1, a1 * c.o[4 * j + 3]);
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(o32 + j * 384 * 16), "f"(v.x), "f"(v.y),
+                     "f"(v.z), "f"(v.w)
+                     : "memory");
+    }
+    mf0 = m0;
+    mf1 = m1;
+}
+
+/* End of the loop: O += o32 * 2^(mf - m), the FP32 copy brought to the
+ * final row maxima and added to the tensor cores' last partial sum. */
+static __device__ __forceinline__ void unfold_o(Consumer &c, uint32_t o32, float mf0, float mf1)
 {
     const float f0 = ex2(mf0 - c.m0), f1 = ex2(mf1 - c.m1);
 #pragma unroll
@@ -418,16 +458,34 @@ static __device__ __forceinline__ void fold_o(Consumer &c, uint32_t o32, float &
                      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                      : "r"(o32 + j * 384 * 16)
                      : "memory");
-        v.x = fmaf(v.x, f0, c.o[4 * j + 0]);
-        v.y = fmaf(v.y, f0, c.o[4 * j + 1]);
-        v.z = fmaf(v.z, f1, c.o[4 * j + 2]);
-        v.w = fmaf(v.w, f1, c.o[4 * j + 3]);
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(o32 + j * 384 * 16), "f"(v.x), "f"(v.y),
-                     "f"(v.z), "f"(v.w)
-                     : "memory");
+        c.o[4 * j + 0] = fmaf(v.x, f0, c.o[4 * j + 0]);
+        c.o[4 * j + 1] = fmaf(v.y, f0, c.o[4 * j + 1]);
+        c.o[4 * j + 2] = fmaf(v.z, f1, c.o[4 * j + 2]);
+        c.o[4 * j + 3] = fmaf(v.w, f1, c.o[4 * j + 3]);
     }
-    mf0 = c.m0;
-    mf1 = c.m1;
+}
+
+/* max_g sv[h][g] over the head's G scale groups, in every lane of the warp */
+static __device__ __forceinline__ float sv_max(const float *sv_h, int G, int lane)
+{
+    float m = 0.f;
+    for (int i = lane; i < G; i += 32) m = fmaxf(m, sv_h[i]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    return m;
+}
+
+/* wg3, wg3p: empty O (registers and the FP32 copy o32), no row seen yet */
+static __device__ __forceinline__ void start_folded(Consumer &c, uint32_t o32, float &mf0, float &mf1)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %1, %1, %1};" ::"r"(o32 + j * 384 * 16), "f"(0.f) : "memory");
+#pragma unroll
+    for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
+    c.m0 = c.m1 = -INFINITY;
+    c.l0 = c.l1 = 0.f;
+    mf0 = mf1 = -INFINITY;
 }
 
 /* S = Q K^T as issue_qk, without the fences that keep S's old values live
@@ -474,17 +532,33 @@ static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], Consumer &c
 constexpr int kTraceCta = 6000, kTraceTiles = 640;
 __device__ unsigned long long g_sm90_trace[3][kTraceTiles + 1][5];
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* kFXTrace: true for the one stamping thread (thread 0 of each consumer WG
+ * of CTA kTraceCta), which records its SM id and start clock */
+static __device__ __forceinline__ bool trace_start(int tw, int wgi)
+{
+    if (blockIdx.x != kTraceCta || tw != 0) return false;
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    g_sm90_trace[wgi][kTraceTiles][0] = smid;
+    g_sm90_trace[wgi][kTraceTiles][1] = clock64();
+    return true;
+}
+#endif
+
 /* Loop options (bits of the kernel's kF template parameter). */
 enum : unsigned {
     kFOverlap = 1u,    /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
+    kFEarlyP = 256u,   /* wg3p: P(n+1) converted to e4m3 before the wait for PV(n) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
     kFXNoLoad = 1024u,    /* K/V loaded by TMA for the first kStages tiles only, then reused: no L2 traffic */
     kFXNoSoftmax = 2048u, /* no max / exp2 / sums: P8 converted from the raw dots */
     kFXNoGemm = 4096u,    /* no wgmma issued (the waits and the softmax stay) */
+    kFXNoFence = 8192u,   /* wg3p: no proxy fence between P's stores and the wgmma reading them */
 };
 
 /* kStages: K/V ring depth; kF: kF* options. */
@@ -542,10 +616,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
         const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
 
-        float svmax = 0.f; /* max_g sv[h][g], per warp */
-        for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
+        float svmax = sv_max(sv_h, G, lane);
         const float sqq = sq[(size_t)h * G + qt];
         const float r256 = 256.f / svmax; /* kExpScale: mult = sv[g] * r256 (P8's multiplier, 256 sv[g] / svmax) */
 
@@ -559,13 +630,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int klast = S - (nkt - 1) * kBN;                             /* valid keys of the last tile */
         float alpha0, alpha1;
 
-        const bool tr = kXTrace && blockIdx.x == kTraceCta && tw == 0;
-        if (tr) {
-            unsigned smid;
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-            g_sm90_trace[wgi][kTraceTiles][0] = smid;
-            g_sm90_trace[wgi][kTraceTiles][1] = clock64();
-        }
+        const bool tr = kXTrace && trace_start(tw, wgi);
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kOverlap) {
             {
@@ -720,10 +785,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const int wgi = wg - 1;
         const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
         const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
-        float svmax = 0.f;
-        for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
+        float svmax = sv_max(sv_h, G, lane);
         const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
         const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
         const float sqq = sq[(size_t)h * G + gq];
@@ -731,26 +793,13 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-            asm volatile("st.shared.v4.f32 [%0], {%1, %1, %1, %1};" ::"r"(o32 + j * 384 * 16), "f"(0.f) : "memory");
-
         Consumer c;
-#pragma unroll
-        for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
-        c.m0 = c.m1 = -INFINITY;
-        c.l0 = c.l1 = 0.f;
-        float mf0 = -INFINITY, mf1 = -INFINITY; /* the max o32 is relative to */
+        float mf0, mf1; /* the max o32 is relative to */
+        start_folded(c, o32, mf0, mf1);
 
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
         const int klast = S - (nkt - 1) * kBN;
-        const bool tr = kXTrace && blockIdx.x == kTraceCta && tw == 0;
-        if (tr) {
-            unsigned smid;
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-            g_sm90_trace[wgi][kTraceTiles][0] = smid;
-            g_sm90_trace[wgi][kTraceTiles][1] = clock64();
-        }
+        const bool tr = kXTrace && trace_start(tw, wgi);
         sm90::mbar_wait(bars.qfull(), 0);
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
@@ -778,26 +827,222 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
             release(bars.vempty(st), lane);
-            if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1);
+            if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
         }
-        {
-            const float f0 = ex2(mf0 - c.m0), f1 = ex2(mf1 - c.m1);
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                float4 v;
-                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                             : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                             : "r"(o32 + j * 384 * 16)
-                             : "memory");
-                c.o[4 * j + 0] = fmaf(v.x, f0, c.o[4 * j + 0]);
-                c.o[4 * j + 1] = fmaf(v.y, f0, c.o[4 * j + 1]);
-                c.o[4 * j + 2] = fmaf(v.z, f1, c.o[4 * j + 2]);
-                c.o[4 * j + 3] = fmaf(v.w, f1, c.o[4 * j + 3]);
-            }
-        }
+        unfold_o(c, o32, mf0, mf1);
         store_output(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse);
     }
+#else
+    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+#endif
+}
+
+/* ---- three pipelined consumer warpgroups, no producer (kernel "wg3p") ----
+ * CTA = 192 queries of one head, 384 threads = 3 consumer warpgroups of 64
+ * rows, 168 registers each (the launch bound; no setmaxnreg). Each runs
+ *     QK^T(n+1) and PV(n) issued together; softmax(n+1) while PV(n) runs;
+ *     O rescaled (or folded into o32) and P(n+1) converted
+ * so a warpgroup's chain per tile is QK^T + softmax + conversion, with the
+ * P V product under the softmax (wg3 waits for both GEMMs in turn). That
+ * needs S, O and the in-flight P at once: 144 registers of state, more than
+ * wg3's 160 leave after the producer's, so there is no producer warpgroup:
+ * thread 0 issues Q and the first kStages K/V tiles, and afterwards the last
+ * warp to release a stage (a shared-memory counter, 12 arrivals per use)
+ * issues its refill -- no warp ever waits for the others to release.
+ * O accumulates in the tensor cores for kFlush tiles and is folded into the
+ * FP32 copy o32 in shared memory, as in wg3. */
+constexpr int kWg3pThreads = 384, kWg3pWarps = 12;
+template <int KS, int VS> struct SmemLayout3p {
+    static constexpr int St = KS > VS ? KS : VS; /* barrier slots */
+    static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + KS * kTile, kOffO = kOffV + VS * kTile,
+                              kOffP = kOffO + 3 * 128 * 64 * 4, kOffBar = kOffP + 3 * (kTile / 2),
+                              kOffCnt = kOffBar + 8 * (1 + 4 * St);
+    static constexpr int kBytes = (int)kOffCnt + 8 * St + 1024;
+    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* wg3p: the thread's P8 fragments (convert_p) into the warpgroup's A tile
+ * [64 rows][128 key slots] at sp, K-major with the 128-byte swizzle that
+ * desc_k128_sw128 describes: fragment r of k-step kk holds row 16w + g
+ * (+8 for odd r), bytes 32kk + 16(r/2) + 4t..+3, i.e. 16-byte chunk
+ * 2kk + r/2, stored at chunk ^ (row % 8) = chunk ^ g. A warp's 32 stores of
+ * one (kk, r) hit 32 distinct banks. */
+static __device__ __forceinline__ void store_p(const Consumer &c, uint32_t sp, int w, int g, int t)
+{
+    /* sp is 1024-aligned, so the swizzled address is one base XOR the
+     * chunk: a single live register instead of eight */
+    const uint32_t a = sp + (uint32_t)(16 * w + g) * 128 + ((uint32_t)g << 4) + 4 * t;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const uint32_t addr = (a ^ ((uint32_t)(2 * kk + (r >> 1)) << 4)) + 1024 * (r & 1);
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(c.p[kk][r]) : "memory");
+        }
+}
+
+/* acc (+)= P V with P from shared memory (descriptor dp) */
+static __device__ __forceinline__ void issue_pv_ss(float (&acc)[64], uint64_t dp, uint32_t sv_addr, bool accumulate)
+{
+    const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(acc, dp + 2 * kk, dv + 2 * kk, accumulate || kk > 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+}
+
+/* A warp is done with tile n of a ring (K or V) in stage st; the last of
+ * the 12 warps loads tile n + St into the stage. cnt counts releases of
+ * this stage since the launch, so the last arriver of use u = n / St sees
+ * 12 u + 11. */
+static __device__ __forceinline__ void release_refill(uint32_t cnt, uint32_t full, uint32_t dst, const CUtensorMap *tm,
+                                                      int n, int St, int nkt, int c0, int c1, int lane)
+{
+    __syncwarp();
+    if (lane == 0) {
+        const uint32_t old = sm90::smem_count(cnt);
+        if (old == (uint32_t)(n / St) * kWg3pWarps + (kWg3pWarps - 1) && n + St < nkt) {
+            sm90::mbar_arrive_expect_tx(full, kTile);
+            sm90::tma_load_2d(dst, tm, full, c0, c1);
+        }
+    }
+}
+#endif
+
+template <int kKS, int kVS, int kFlush, unsigned kF>
+__global__ void __launch_bounds__(kWg3pThreads, 1)
+    h3k_attn_fp8_sm90_wg3p_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
+                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
+                                  const float *__restrict__ sq, const float *__restrict__ sk,
+                                  const float *__restrict__ sv, int S, int H, int S_pad, int nqt,
+                                  uint16_t *__restrict__ O, float *__restrict__ lse)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kEarly = kF & kFEarlyP;
+    static_assert(kExpScale, "built on the exponent-bias form only");
+    using L = SmemLayout3p<kKS, kVS>;
+    constexpr int kStages = L::St;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV, sO = base + L::kOffO;
+    const Bars<kStages> bars{base + L::kOffBar};
+    const uint32_t kcnt = base + L::kOffCnt, vcnt = kcnt + 4 * kKS;
+    const uint32_t sP = base + L::kOffP;
+
+    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
+    const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
+    const int lane = threadIdx.x % 32;
+    const int row0 = h * S_pad;
+
+    if (threadIdx.x == 0) {
+        init_bars(bars, 1); /* the empty barriers are unused here */
+        for (int i = 0; i < 2 * kStages; ++i) asm volatile("st.shared.u32 [%0], 0;" ::"r"(kcnt + 4 * i) : "memory");
+        sm90::prefetch_tmap(&tmQ);
+        sm90::prefetch_tmap(&tmK);
+        sm90::prefetch_tmap(&tmV);
+        sm90::mbar_arrive_expect_tx(bars.qfull(), 3 * (kTile / 2));
+        for (int i = 0; i < 3; ++i)
+            sm90::tma_load_2d(sQ + i * (kTile / 2), &tmQ, bars.qfull(), 0, row0 + qt * kWg3Rows + 64 * i);
+        for (int n = 0; n < kKS && n < nkt; ++n) {
+            sm90::mbar_arrive_expect_tx(bars.kfull(n), kTile);
+            sm90::tma_load_2d(sK + n * kTile, &tmK, bars.kfull(n), 0, row0 + n * kBN);
+        }
+        for (int n = 0; n < kVS && n < nkt; ++n) {
+            sm90::mbar_arrive_expect_tx(bars.vfull(n), kTile);
+            sm90::tma_load_2d(sV + n * kTile, &tmV, bars.vfull(n), n * kBN, h * kD);
+        }
+    }
+    __syncthreads();
+
+    const int wgi = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+    const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
+    const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
+    float svmax = sv_max(sv_h, G, lane);
+    const int qrow0 = qt * kWg3Rows + wgi * 64;
+    const int gq = min(qrow0 / kBN, G - 1);
+    const float sqq = sq[(size_t)h * G + gq] * kScaleLog2;
+    const float r256 = 256.f / svmax; /* svmax itself is recomputed at the end: one register less in the loop */
+
+    const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u; /* as in wg3 */
+    Consumer c;
+    float mf0, mf1;
+    start_folded(c, o32, mf0, mf1);
+
+    const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
+    const uint32_t spw = sP + wgi * (kTile / 2); /* this WG's P tile */
+    const uint64_t dp = sm90::desc_k128_sw128(spw);
+    const int klast = S - (nkt - 1) * kBN;
+    /* P written by the WG's 128 threads, then read by its wgmma */
+    auto publish_p = [&]() {
+        store_p(c, spw, w, g, t);
+        if constexpr (!(kF & kFXNoFence)) sm90::fence_proxy_async_smem();
+        sm90::named_bar_sync(1 + wgi, 128);
+    };
+    sm90::mbar_wait(bars.qfull(), 0);
+    { /* tile 0: S, softmax, P; O is still empty */
+        sm90::mbar_wait(bars.kfull(0), 0);
+        issue_qk_fresh(c, dq, sK);
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+        release_refill(kcnt, bars.kfull(0), sK, &tmK, 0, kKS, nkt, 0, row0 + kKS * kBN, lane);
+        const float em = sv_h[0] * r256;
+        float alpha0, alpha1;
+        softmax<true, true>(c, sqq * sk_h[0], nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em), rcp_approx(em));
+        convert_p<true>(c, 1.f);
+        publish_p();
+    }
+    const bool tr = kXTrace && trace_start(tw, wgi);
+    for (int n = 0; n + 1 < nkt; ++n) {
+        const int st = n % kVS, st1 = (n + 1) % kKS;
+        sm90::mbar_wait(bars.kfull(st1), (uint32_t)((n + 1) / kKS) & 1u);
+        if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
+        issue_qk_fresh(c, dq, sK + st1 * kTile);
+        sm90::mbar_wait(bars.vfull(st), (uint32_t)(n / kVS) & 1u);
+        if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
+        issue_pv_ss(c.o, dp, sV + st * kTile, n % kFlush != 0);
+        sm90::wgmma_wait<1>(); /* S(n+1) done; PV(n) may still run */
+#pragma unroll
+        for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+        if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
+        release_refill(kcnt + 4 * st1, bars.kfull(st1), sK + st1 * kTile, &tmK, n + 1, kKS, nkt, 0,
+                       row0 + (n + 1 + kKS) * kBN, lane);
+        const float em = sv_h[n + 1] * r256;
+        float alpha0, alpha1;
+        softmax<true, true>(c, sqq * sk_h[n + 1], n + 1 == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                      rcp_approx(em));
+        if constexpr (kEarly) convert_p<true>(c, 1.f); /* P lives in shared memory: its registers are free */
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+        if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
+        release_refill(vcnt + 4 * st, bars.vfull(st), sV + st * kTile, &tmV, n, kVS, nkt, (n + kVS) * kBN, h * kD,
+                       lane);
+        if (n % kFlush == kFlush - 1)
+            fold_o(c, o32, mf0, mf1, c.m0, c.m1, alpha0, alpha1); /* PV(n+1) starts O afresh */
+        else
+            rescale_o(c, alpha0, alpha1);
+        if constexpr (!kEarly) convert_p<true>(c, 1.f);
+        publish_p(); /* PV(n) has finished reading the old P */
+        if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
+    }
+    { /* the last tile's P V */
+        const int n = nkt - 1, st = n % kVS;
+        sm90::mbar_wait(bars.vfull(st), (uint32_t)(n / kVS) & 1u);
+        issue_pv_ss(c.o, dp, sV + st * kTile, n % kFlush != 0);
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+    }
+    unfold_o(c, o32, mf0, mf1);
+    svmax = sv_max(sv_h, G, lane);
+    store_output(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse);
 #else
     (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
@@ -844,6 +1089,12 @@ template <int St, int Flush, unsigned F> static Variant make_variant3(const char
     return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads};
 }
 
+template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)
+{
+    return Variant{h3k_attn_fp8_sm90_wg3p_kernel<KS, VS, Flush, F>, SmemLayout3p<KS, VS>::kBytes, name, kWg3Rows,
+                   kWg3pThreads};
+}
+
 static const Variant *variants(int *count)
 {
     static const Variant v[] = {
@@ -855,6 +1106,16 @@ static const Variant *variants(int *count)
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
+        make_variant3p<2, 2, 4, kFExpScale>("v80 wg3p: three pipelined consumer WGs, no producer, fold every 4, 2 stages"),
+        make_variant3p<2, 2, 8, kFExpScale>("v81 wg3p, fold every 8"),
+        make_variant3p<2, 3, 4, kFExpScale>("v84 wg3p, fold every 4, 3 V stages"),
+        make_variant3p<2, 3, 8, kFExpScale>("v85 wg3p, fold every 8, 3 V stages"),
+        make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
+        make_variant3p<2, 2, 8, kFExpScale | kFXTrace>("v87 DIAGNOSTIC v81 with a clock64 trace"),
+        make_variant3p<2, 3, 8, kFExpScale | kFXNoFence>("v88 ABLATION v85 without the proxy fence (may be wrong)"),
+        make_variant3p<2, 3, 8, kFExpScale | kFEarlyP>("v89 wg3p, fold every 8, 3 V stages, P converted under PV"),
+        make_variant3p<2, 3, 4, kFExpScale | kFEarlyP>("v90 wg3p, fold every 4, 3 V stages, P converted under PV"),
+        make_variant3p<2, 3, 8, kFExpScale | kFEarlyP | kFXTrace>("v93 DIAGNOSTIC v89 with a clock64 trace"),
         make_variant<2, kFOverlap | kFXNoLoad>("v22 ABLATION v1 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax>("v23 ABLATION v1 without softmax (wrong output)"),
         make_variant<2, kFOverlap | kFXNoGemm>("v24 ABLATION v1 without wgmma (wrong output)"),

@@ -56,6 +56,27 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
         : "memory");
 }
 
+/* Shared-memory counter: returns the old value. acq_rel: the caller's
+ * earlier reads of a stage happen before the last arriver's refill. */
+static __device__ __forceinline__ uint32_t smem_count(uint32_t addr)
+{
+    uint32_t old;
+    asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(old) : "r"(addr) : "memory");
+    return old;
+}
+
+/* Generic-proxy shared-memory writes made visible to the async proxy
+ * (wgmma operands written by threads). */
+static __device__ __forceinline__ void fence_proxy_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+/* Named barrier id over nthreads threads (a warpgroup: 128). */
+static __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t nthreads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
 /* ---- TMA: 2D tiled load into shared memory, completing on an mbarrier ---- */
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1)
 {
