@@ -40,11 +40,12 @@
  *        when V has a mean (16: 0.17%), so 16 stays the default.
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
- *     80-90 EXPERIMENTs, the wg3p kernel (below): three consumer
- *        warpgroups, no producer, PV(n) under the softmax of tile n+1, P
- *        through shared memory, O folded every 4 / 8 tiles, 2 or 3 V stages;
- *        86, 87, 93 its traces, 88 an ABLATION (no proxy fence). Slower than
- *        wg3 (docs/perf.md, 2026-12-03 fifth run).
+ *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
+ *        no producer, PV(n) under the softmax of tile n+1, P through shared
+ *        memory, O folded every 8 tiles; 86 its trace. 8% slower than wg3
+ *        (docs/perf.md, 2026-12-03 fifth run, with the retired wg3p
+ *        variants v80-v97: fold 2/4, 2 V stages, P converted under PV, no
+ *        proxy fence, K released after the PV wait; code in commit 6a1e261).
  *   Retired in commit 4ae3315 (measured, docs/perf.md 2026-12-03 fourth
  *   run): part of the exp2 on the FMA pipe (v50-53), a WG2 start offset and
  *   3 stages (v52, v54), exps in f16, two per MUFU op (v91, v92), wg3 with 3
@@ -551,14 +552,12 @@ enum : unsigned {
     kFOverlap = 1u,    /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
-    kFEarlyP = 256u,   /* wg3p: P(n+1) converted to e4m3 before the wait for PV(n) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
     kFXNoLoad = 1024u,    /* K/V loaded by TMA for the first kStages tiles only, then reused: no L2 traffic */
     kFXNoSoftmax = 2048u, /* no max / exp2 / sums: P8 converted from the raw dots */
     kFXNoGemm = 4096u,    /* no wgmma issued (the waits and the softmax stay) */
-    kFXNoFence = 8192u,   /* wg3p: no proxy fence between P's stores and the wgmma reading them */
 };
 
 /* kStages: K/V ring depth; kF: kF* options. */
@@ -844,14 +843,18 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
  *     QK^T(n+1) and PV(n) issued together; softmax(n+1) while PV(n) runs;
  *     O rescaled (or folded into o32) and P(n+1) converted
  * so a warpgroup's chain per tile is QK^T + softmax + conversion, with the
- * P V product under the softmax (wg3 waits for both GEMMs in turn). That
- * needs S, O and the in-flight P at once: 144 registers of state, more than
- * wg3's 160 leave after the producer's, so there is no producer warpgroup:
- * thread 0 issues Q and the first kStages K/V tiles, and afterwards the last
- * warp to release a stage (a shared-memory counter, 12 arrivals per use)
- * issues its refill -- no warp ever waits for the others to release.
+ * P V product under the softmax (wg3 waits for both GEMMs in turn). S and
+ * the in-flight O take 128 registers; with P in registers too ptxas needed
+ * ~176 (spills and serialised wgmma at 168, and wg3's 160 leave no room),
+ * so P(n) goes through shared memory (store_p, proxy fence, warpgroup
+ * barrier; PV reads it as a descriptor operand) and there is no producer
+ * warpgroup: thread 0 issues Q and the first K/V tiles, and afterwards the
+ * last warp to release a stage (a shared-memory counter, 12 arrivals per
+ * use) issues its refill -- no warp ever waits for the others to release.
  * O accumulates in the tensor cores for kFlush tiles and is folded into the
- * FP32 copy o32 in shared memory, as in wg3. */
+ * FP32 copy o32 in shared memory, as in wg3. Measured 8% slower than wg3
+ * (docs/perf.md): every ordering tried converged on ~3,250 cycles per tile
+ * and warpgroup. */
 constexpr int kWg3pThreads = 384, kWg3pWarps = 12;
 template <int KS, int VS> struct SmemLayout3p {
     static constexpr int St = KS > VS ? KS : VS; /* barrier slots */
@@ -924,7 +927,7 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
                                   uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kEarly = kF & kFEarlyP;
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
     static_assert(kExpScale, "built on the exponent-bias form only");
     using L = SmemLayout3p<kKS, kVS>;
     constexpr int kStages = L::St;
@@ -981,7 +984,7 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
     /* P written by the WG's 128 threads, then read by its wgmma */
     auto publish_p = [&]() {
         store_p(c, spw, w, g, t);
-        if constexpr (!(kF & kFXNoFence)) sm90::fence_proxy_async_smem();
+        sm90::fence_proxy_async_smem();
         sm90::named_bar_sync(1 + wgi, 128);
     };
     sm90::mbar_wait(bars.qfull(), 0);
@@ -1017,7 +1020,6 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
         float alpha0, alpha1;
         softmax<true, true>(c, sqq * sk_h[n + 1], n + 1 == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                       rcp_approx(em));
-        if constexpr (kEarly) convert_p<true>(c, 1.f); /* P lives in shared memory: its registers are free */
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
@@ -1028,7 +1030,7 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
             fold_o(c, o32, mf0, mf1, c.m0, c.m1, alpha0, alpha1); /* PV(n+1) starts O afresh */
         else
             rescale_o(c, alpha0, alpha1);
-        if constexpr (!kEarly) convert_p<true>(c, 1.f);
+        convert_p<true>(c, 1.f);
         publish_p(); /* PV(n) has finished reading the old P */
         if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
     }
@@ -1106,16 +1108,9 @@ static const Variant *variants(int *count)
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
-        make_variant3p<2, 2, 4, kFExpScale>("v80 wg3p: three pipelined consumer WGs, no producer, fold every 4, 2 stages"),
-        make_variant3p<2, 2, 8, kFExpScale>("v81 wg3p, fold every 8"),
-        make_variant3p<2, 3, 4, kFExpScale>("v84 wg3p, fold every 4, 3 V stages"),
-        make_variant3p<2, 3, 8, kFExpScale>("v85 wg3p, fold every 8, 3 V stages"),
+        make_variant3p<2, 3, 8, kFExpScale>(
+            "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
-        make_variant3p<2, 2, 8, kFExpScale | kFXTrace>("v87 DIAGNOSTIC v81 with a clock64 trace"),
-        make_variant3p<2, 3, 8, kFExpScale | kFXNoFence>("v88 ABLATION v85 without the proxy fence (may be wrong)"),
-        make_variant3p<2, 3, 8, kFExpScale | kFEarlyP>("v89 wg3p, fold every 8, 3 V stages, P converted under PV"),
-        make_variant3p<2, 3, 4, kFExpScale | kFEarlyP>("v90 wg3p, fold every 4, 3 V stages, P converted under PV"),
-        make_variant3p<2, 3, 8, kFExpScale | kFEarlyP | kFXTrace>("v93 DIAGNOSTIC v89 with a clock64 trace"),
         make_variant<2, kFOverlap | kFXNoLoad>("v22 ABLATION v1 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax>("v23 ABLATION v1 without softmax (wrong output)"),
         make_variant<2, kFOverlap | kFXNoGemm>("v24 ABLATION v1 without wgmma (wrong output)"),
