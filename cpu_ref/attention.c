@@ -1,8 +1,9 @@
 /* attention.c — stage attention, twice (DESIGN.md §3):
  *
  * cpu_attention_fp8: the FP8 kernels' contract, emulated exactly: e4m3 Q, K, V
- * codes with per-(head, 128-token group) scales, key tiles of key_tile keys,
- * base-2 online softmax with running max m and rescale alpha = 2^(m_old -
+ * codes with per-(head, 128-token group) scales, key tiles of key_tile keys
+ * (a divisor of 128, or a multiple of 64 whose 64-key chunks each keep their
+ * own group's scales: the wide sm90 kernel's 192), base-2 online softmax with running max m and rescale alpha = 2^(m_old -
  * m_new), P rounded to e4m3 after the multiplier 256 * sv[g] / svmax, one
  * division by l at the end, LSE in natural log. Scores, sums and the PV
  * product are FP32 (the tensor cores accumulate e4m3 products in FP32).
@@ -71,31 +72,33 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
             }
             float m = -INFINITY, l = 0.0f;
             for (int t = 0; t < ntiles; t++) {
-                const int j0 = t * key_tile, gk = j0 / H3_QGROUP; /* key_tile | 128: one group per tile */
-                const int nv = S - j0 < key_tile ? S - j0 : key_tile;  /* valid keys; the rest are -inf */
-                const float c = (sq[h * G + gq] * sk[h * G + gk]) * CPU_ATTN_SCALE_LOG2E;
-                /* x[j] holds the raw dot; the logit is c * dot. m_new uses
-                 * the rounded product c * max dot (= max of the rounded
-                 * logits: c > 0, rounding is monotone) and p the fused
-                 * fma(dot, c, -m_new), exactly as both GPU kernels: the
-                 * row's largest key then gets the same p (1 + the fma
-                 * residual) on both sides, so P8 = e4m3(p * mult) takes the
-                 * same e4m3 step when mult is a tie (a one-step flip of a
-                 * dominant key's P moved whole rows by ~10%: found by the
-                 * shape sweep). */
-                float tmax = -INFINITY;
+                const int j0 = t * key_tile;
+                const int nv = S - j0 < key_tile ? S - j0 : key_tile; /* valid keys; the rest are -inf */
+                /* x[j] holds the raw dot; the logit is c * dot, c of the
+                 * key's scale group (one per tile unless the tile is longer
+                 * than a group). m_new uses the rounded products c * dot
+                 * (their max = c * max dot within a group: c > 0, rounding
+                 * is monotone) and p the fused fma(dot, c, -m_new), exactly
+                 * as both GPU kernels: the row's largest key then gets the
+                 * same p (1 + the fma residual) on both sides, so P8 =
+                 * e4m3(p * mult) takes the same e4m3 step when mult is a tie
+                 * (a one-step flip of a dominant key's P moved whole rows by
+                 * ~10%: found by the shape sweep). */
+                float m_new = m;
                 for (int j = 0; j < nv; j++) {
+                    const int gk = (j0 + j) / H3_QGROUP;
                     x[j] = dot128(qf, kf + (size_t)(j0 + j) * D);
-                    tmax = fmaxf(tmax, x[j]);
+                    m_new = fmaxf(m_new, ((sq[h * G + gq] * sk[h * G + gk]) * CPU_ATTN_SCALE_LOG2E) * x[j]);
                 }
-                const float m_new = fmaxf(m, c * tmax);
                 /* alpha = 2^(m - m_new); m = -inf (first tile) would give
                  * -inf - -inf = NaN when m_new is -inf too, so guard it. */
                 const float alpha = m == -INFINITY ? 0.0f : exp2f(m - m_new);
-                const float mult = 256.0f * sv[h * G + gk] / svmax; /* p in [0,1] -> [0,256]; V's group scale folded in */
                 float psum = 0.0f;
                 for (int d = 0; d < D; d++) tacc[d] = 0.0f;
                 for (int j = 0; j < nv; j++) {
+                    const int gk = (j0 + j) / H3_QGROUP;
+                    const float c = (sq[h * G + gq] * sk[h * G + gk]) * CPU_ATTN_SCALE_LOG2E;
+                    const float mult = 256.0f * sv[h * G + gk] / svmax; /* p in [0,1] -> [0,256]; V's group scale folded in */
                     const float p = m_new == -INFINITY ? 0.0f : exp2f(fmaf(x[j], c, -m_new));
                     psum += p;
                     const float p8 = quant ? cpu_round_e4m3_pos(p * mult) : p * mult;
@@ -122,10 +125,10 @@ void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8,
                        const float *sv, int S, int H, int key_tile, int quant, const int *rows, int nrows,
                        uint16_t *O, float *lse)
 {
-    if (key_tile <= 0 || H3_QGROUP % key_tile != 0) {
+    if (!cpu_key_tile_ok(key_tile)) {
         /* Library code does not abort: report and poison the outputs so any
          * check of them fails loudly. */
-        fprintf(stderr, "cpu_attention_fp8: key_tile %d must be a positive divisor of %d\n", key_tile, H3_QGROUP);
+        fprintf(stderr, "cpu_attention_fp8: key_tile %d must divide %d or be a multiple of 64\n", key_tile, H3_QGROUP);
         for (size_t i = 0; i < (size_t)nrows * H * D; i++) O[i] = 0x7fc0;
         if (lse)
             for (size_t i = 0; i < (size_t)nrows * H; i++) lse[i] = NAN;

@@ -151,7 +151,7 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
     }
 
     /* 5: attention, per head */
-    if (!exact && (key_tile <= 0 || H3_QGROUP % key_tile != 0)) {
+    if (!exact && !cpu_key_tile_ok(key_tile)) {
         cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, S, H, key_tile, 1, NULL, S, o, NULL);
     } else {
         for (int h = 0; h < H; h++) {

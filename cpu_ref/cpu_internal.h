@@ -59,6 +59,14 @@ void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, co
                                    const uint16_t *kw, int S, int g0, int g1, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
                                    float *sq, float *sk, float *sv);
 
+/* Key tiles the emulation supports: a divisor of 128 (one scale group per
+ * tile), or a multiple of 64 (each 64-key chunk in one group: the wide sm90
+ * kernel's 192). */
+static inline int cpu_key_tile_ok(int key_tile)
+{
+    return key_tile > 0 && (H3_QGROUP % key_tile == 0 || key_tile % 64 == 0);
+}
+
 /* Attention of one head h for the given rows (parallel over rows inside). */
 void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
                             const float *sk, const float *sv, int S, int H, int h, int key_tile, int quant,

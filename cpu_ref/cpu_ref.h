@@ -30,10 +30,11 @@
  *                vt8[h][d][p] = V code of key h3_v_slot_key(p) (config.h);
  *                sq, sk, sv: [H][G] (G = S_pad / 128).
  *   attention    (emulated FP8) per key tile of key_tile keys (a divisor of
- *                128), base-2 online softmax:
+ *                128, or a multiple of 64: gk is then the group of each key),
+ *                base-2 online softmax:
  *                  c      = (sq[h][gq] * sk[h][gk]) * (D^-0.5 * log2 e)
  *                  x_j    = c * dot(q8_i, k8_j)  (keys >= S: -inf)
- *                  m_new  = max(m, c * max_j dot_j);  alpha = exp2(m - m_new) (0 when m = -inf)
+ *                  m_new  = max(m, max_j c * dot_j);  alpha = exp2(m - m_new) (0 when m = -inf)
  *                  p_j    = exp2(fma(dot_j, c, -m_new));  l = l * alpha + sum_j p_j
  *                  P8_j   = e4m3(p_j * (256 * sv[h][gk] / svmax[h]))
  *                  (attn_fp8_sm90's default forms p_j * mult as exp2 of
