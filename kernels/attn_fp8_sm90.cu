@@ -1082,273 +1082,6 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
 #endif
 }
 
-/* ---- 192-key tiles (kernel "wide") ----
- * The two-consumer kernel's CTA (128 queries; a producer warpgroup and two
- * consumer warpgroups of 64 rows at 240 registers) and its overlapped loop
- * (QK^T(n) and PV(n-1) issued together, softmax(n) while PV(n-1) runs), with
- * key tiles of 192 keys: the fixed costs of one online-softmax step (the row
- * max's shuffles, alpha, the O rescale, the waits for the GEMMs, the barrier
- * arrivals) are paid once per 192 keys instead of per 128 -- FA3's FP8
- * kernel takes 224-key tiles for the same reason. S takes 96 registers (one
- * m64n192k32 wgmma per k-step), which leaves no room for v16's FP32 P V
- * tile: O accumulates in the tensor cores and is folded into an FP32 copy in
- * shared memory every kFlush tiles (6 kFlush truncating k-step additions,
- * see issue_pv), as in wg3. (256-key tiles need 224 registers for S, P and
- * O alone: ptxas spilled P and serialised every wgmma.)
- * A tile's three 64-key chunks lie each in one 128-token scale group (192 n
- * and 64 c are multiples of 64) and keep their group's scales: the logit
- * scale c and P8's multiplier (in the exponent, as kFExpScale). The online
- * softmax steps by 192 keys, so the CPU emulation that checks it runs with
- * key_tile 192 (h3k_attn_fp8_sm90_key_tile()).
- * K arrives as three 64-row boxes (24 KB), V^T as two 128-key boxes of which
- * the second is half used (192 n is not always a multiple of 128, and a
- * 64-byte box row does not fit the 128-byte swizzle the wgmma reads).
- * Shared memory: Q 16 KB | K[St] 24 KB | V[St] 32 KB | o32 64 KB | mbarriers. */
-constexpr int kWBN = 192, kWChunks = 3; /* keys per tile, 64-key chunks */
-constexpr uint32_t kWKBox = 64 * kD, kWKStage = kWChunks * kWKBox, kWVStage = 2 * kTile;
-template <int St> struct SmemLayoutW {
-    static constexpr uint32_t kOffK = kTile, kOffV = kOffK + St * kWKStage, kOffO = kOffV + St * kWVStage,
-                              kOffBar = kOffO + 2 * 128 * 64 * 4;
-    static constexpr int kBytes = (int)kOffBar + 128 + 1024;
-    static_assert(kWKStage % 1024 == 0 && kBytes <= 227 * 1024, "stages 1024-aligned, within sm_90's shared memory");
-};
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-namespace {
-struct ConsumerW {
-    float s[96];      /* S (raw dots), then p; chunk c in s[32c .. 32c+31] */
-    float o[64];      /* O, accumulated in the tensor cores between folds */
-    uint32_t p[6][4]; /* P8 A fragments, one per 32-key k-step */
-    float m0, m1, l0, l1;
-};
-
-/* The producer thread's K/V loop for 192-key tiles (tmK with 64-row boxes). */
-template <int St>
-static __device__ __forceinline__ void produce_kv_w(const Bars<St> &bars, uint32_t sK, uint32_t sV,
-                                                    const CUtensorMap *tmK, const CUtensorMap *tmV, int row0, int h,
-                                                    int nkt)
-{
-    for (int n = 0; n < nkt; ++n) {
-        const int st = n % St;
-        const uint32_t ph = (uint32_t)(n / St) & 1u;
-        /* boxes past this head's keys read the next head's (masked) or,
-         * past the tensor, zero fill */
-        sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
-        sm90::mbar_arrive_expect_tx(bars.kfull(st), kWKStage);
-#pragma unroll
-        for (int i = 0; i < kWChunks; ++i)
-            sm90::tma_load_2d(sK + st * kWKStage + i * kWKBox, tmK, bars.kfull(st), 0, row0 + n * kWBN + 64 * i);
-        sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
-        sm90::mbar_arrive_expect_tx(bars.vfull(st), kWVStage);
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-            sm90::tma_load_2d(sV + st * kWVStage + i * kTile, tmV, bars.vfull(st), n * kWBN + kBN * i, h * kD);
-    }
-}
-
-/* Per 64-key chunk of tile n: the logit scale, and log2 and inverse of P8's
- * multiplier. A chunk past the last scale group (ragged last tile) takes
- * the last group's scales: all its keys are masked. */
-struct ChunkScales {
-    float cs[kWChunks], lm[kWChunks], im[kWChunks];
-};
-static __device__ __forceinline__ ChunkScales chunk_scales(const float *sk_h, const float *sv_h, float sqq, float r256,
-                                                           int n, int G)
-{
-    ChunkScales z;
-#pragma unroll
-    for (int i = 0; i < kWChunks; ++i) {
-        const int gk = min((kWChunks * n + i) / 2, G - 1);
-        z.cs[i] = (sqq * sk_h[gk]) * kScaleLog2;
-        const float em = sv_h[gk] * r256;
-        z.lm[i] = __log2f(em);
-        z.im[i] = rcp_approx(em);
-    }
-    return z;
-}
-
-/* softmax() over a 192-key tile. c > 0 and FP32 rounding is monotone, so
- * the max over chunks of c_chunk * (the chunk's max dot) is the max of the
- * rounded logits (the emulation's m_new); scaling before the quad shuffles
- * changes no bit. */
-static __device__ __forceinline__ void softmax_w(ConsumerW &c, const ChunkScales &z, int kvalid, int t, float &alpha0,
-                                                 float &alpha1)
-{
-    if (kvalid < kWBN) {
-#pragma unroll
-        for (int i = 0; i < kWChunks; ++i) mask_keys<32>(c.s + 32 * i, kvalid - 64 * i, t);
-    }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kWChunks; ++i) {
-        float a0, a1;
-        row_max<32>(c.s + 32 * i, a0, a1);
-        mx0 = fmaxf(mx0, a0 * z.cs[i]);
-        mx1 = fmaxf(mx1, a1 * z.cs[i]);
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(c.m0, mx0), mn1 = fmaxf(c.m1, mx1);
-    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
-    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
-    float l0 = 0.f, l1 = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWChunks; ++i) {
-        float s0 = 0.f, s1 = 0.f;
-        exps<32>(c.s + 32 * i, z.cs[i], z.lm[i] - mu0, z.lm[i] - mu1, s0, s1);
-        l0 = fmaf(s0, z.im[i], l0);
-        l1 = fmaf(s1, z.im[i], l1);
-    }
-    c.m0 = mn0;
-    c.m1 = mn1;
-    c.l0 = c.l0 * alpha0 + l0;
-    c.l1 = c.l1 * alpha1 + l1;
-}
-
-/* S = Q K^T for the 192 K rows at sk_addr: 4 x wgmma m64n192k32 */
-static __device__ __forceinline__ void issue_qk_w(ConsumerW &c, uint64_t dq, uint32_t sk_addr)
-{
-    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
-    sm90::wgmma_fence();
-    sm90::wgmma_ss_m64n192k32_zero(c.s, dq, dk);
-#pragma unroll
-    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n192k32(c.s, dq + 2 * kk, dk + 2 * kk, 1);
-    sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 96; ++i) sm90::fence_reg(c.s[i]);
-}
-
-/* O (+)= P V over the tile's 6 k-steps (4 in the first V^T box, 2 in the
- * second); accumulate = 0 starts O afresh (after a fold) */
-static __device__ __forceinline__ void issue_pv_w(ConsumerW &c, uint32_t sv_addr, bool accumulate)
-{
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-#pragma unroll
-    for (int kk = 0; kk < 6; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
-    sm90::wgmma_fence();
-    const uint64_t dv0 = sm90::desc_k128_sw128(sv_addr), dv1 = sm90::desc_k128_sw128(sv_addr + kTile);
-#pragma unroll
-    for (int kk = 0; kk < 6; ++kk)
-        sm90::wgmma_rs_m64n128k32(c.o, c.p[kk], kk < 4 ? dv0 + 2 * kk : dv1 + 2 * (kk - 4), accumulate || kk > 0);
-    sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-}
-
-static __device__ __forceinline__ void convert_p_w(ConsumerW &c)
-{
-#pragma unroll
-    for (int i = 0; i < kWChunks; ++i) pack_p<32>(c.s + 32 * i, c.p + 2 * i, 1.f);
-}
-} // namespace
-#endif
-
-template <int kStages, int kFlush>
-__global__ void __launch_bounds__(kThreads, 1)
-    h3k_attn_fp8_sm90_wide_kernel(const __grid_constant__ CUtensorMap tmQ,
-                                  const __grid_constant__ CUtensorMap tmK, /* 64-row boxes */
-                                  const __grid_constant__ CUtensorMap tmV, const float *__restrict__ sq,
-                                  const float *__restrict__ sk, const float *__restrict__ sv, int S, int H, int S_pad,
-                                  int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
-{
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using L = SmemLayoutW<kStages>;
-    extern __shared__ uint8_t smem_raw[];
-    const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV, sO = base + L::kOffO;
-    const Bars<kStages> bars{base + L::kOffBar};
-
-    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
-    const int G = S_pad / kBN, nkt = (S + kWBN - 1) / kWBN;
-    const int lane = threadIdx.x % 32;
-
-    if (threadIdx.x == 0) init_bars(bars, kConsumerWarps);
-    __syncthreads();
-
-    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
-    if (wg == 0) {
-        sm90::setmaxnreg_dec<24>();
-        if (threadIdx.x == 0) {
-            sm90::prefetch_tmap(&tmQ);
-            sm90::prefetch_tmap(&tmK);
-            sm90::prefetch_tmap(&tmV);
-            const int row0 = h * S_pad;
-            sm90::mbar_arrive_expect_tx(bars.qfull(), kTile);
-            sm90::tma_load_2d(sQ, &tmQ, bars.qfull(), 0, row0 + qt * kBM);
-            produce_kv_w<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
-        }
-    } else {
-        sm90::setmaxnreg_inc<240>();
-        const int wgi = wg - 1;
-        const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
-        const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
-        const float sqq = sq[(size_t)h * G + qt];
-        const float r256 = 256.f / sv_max(sv_h, G, lane);
-
-        /* o32: thread tw of WG wgi keeps float4 j at (j * 256 + wgi * 128 + tw) * 16 */
-        const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-        ConsumerW c;
-        float mf0, mf1; /* the max o32 is relative to */
-        start_folded<256>(c, o32, mf0, mf1);
-
-        const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
-        const int klast = S - (nkt - 1) * kWBN;
-        float alpha0, alpha1;
-        sm90::mbar_wait(bars.qfull(), 0);
-        {
-            sm90::mbar_wait(bars.kfull(0), 0);
-            issue_qk_w(c, dq, sK);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 96; ++i) sm90::fence_reg(c.s[i]);
-            release(bars.kempty(0), lane);
-            softmax_w(c, chunk_scales(sk_h, sv_h, sqq, r256, 0, G), nkt == 1 ? klast : kWBN, t, alpha0, alpha1);
-            convert_p_w(c);
-        }
-        for (int n = 1; n < nkt; ++n) {
-            const int st = n % kStages, sp = (n - 1) % kStages;
-            sm90::mbar_wait(bars.kfull(st), (uint32_t)(n / kStages) & 1u);
-            issue_qk_w(c, dq, sK + st * kWKStage);
-            sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
-            issue_pv_w(c, sV + sp * kWVStage, (n - 1) % kFlush != 0);
-            sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
-#pragma unroll
-            for (int i = 0; i < 96; ++i) sm90::fence_reg(c.s[i]);
-            release(bars.kempty(st), lane);
-            softmax_w(c, chunk_scales(sk_h, sv_h, sqq, r256, n, G), n == nkt - 1 ? klast : kWBN, t, alpha0, alpha1);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-            release(bars.vempty(sp), lane);
-            if ((n - 1) % kFlush == kFlush - 1)
-                fold_o<256>(c, o32, mf0, mf1, c.m0, c.m1, alpha0, alpha1); /* PV(n) starts O afresh */
-            else
-                rescale_o(c, alpha0, alpha1);
-            convert_p_w(c);
-        }
-        {
-            const int sp = (nkt - 1) % kStages;
-            sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
-            issue_pv_w(c, sV + sp * kWVStage, (nkt - 1) % kFlush != 0);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-            release(bars.vempty(sp), lane);
-        }
-        unfold_o<256>(c, o32, mf0, mf1);
-        store_output(c, sv_max(sv_h, G, lane), qt * kBM + wgi * 64 + w * 16 + g, S, H, h, O, lse);
-    }
-#else
-    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
-#endif
-}
-
 /* ------------------------------------------------------------------ host */
 
 /* 2D tensor map over a row-major byte matrix [rows][inner], 128 x box_rows boxes,
@@ -1365,6 +1098,8 @@ static int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t r
     return r == CUDA_SUCCESS ? 0 : (int)cudaErrorInvalidValue;
 }
 
+extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
+
 /* ---- variants: one entry per template instance, indexed by H3_SM90_VARIANT */
 
 typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
@@ -1376,28 +1111,22 @@ struct Variant {
     const char *name;
     int rows;    /* queries per CTA: 128 (two consumer WGs) or 192 (wg3) */
     int threads; /* per CTA */
-    int key_tile; /* keys per online-softmax step: 128, or 192 (wide) */
 };
 
 template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, kBN};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads};
 }
 
 template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads, kBN};
+    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads};
 }
 
 template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3p_kernel<KS, VS, Flush, F>, SmemLayout3p<KS, VS>::kBytes, name, kWg3Rows,
-                   kWg3pThreads, kBN};
-}
-
-template <int St, int Flush> static Variant make_variant_w(const char *name)
-{
-    return Variant{h3k_attn_fp8_sm90_wide_kernel<St, Flush>, SmemLayoutW<St>::kBytes, name, kBM, kThreads, kWBN};
+                   kWg3pThreads};
 }
 
 static const Variant *variants(int *count)
@@ -1414,9 +1143,6 @@ static const Variant *variants(int *count)
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
-        make_variant_w<2, 1>("v100 wide: 192-key tiles, O in the tensor cores folded to FP32 every tile, 2 stages"),
-        make_variant_w<2, 2>("v101 wide, O folded every 2 tiles"),
-        make_variant_w<2, 4>("v102 wide, O folded every 4 tiles"),
         make_variant<2, kFOverlap | kFXNoLoad>("v22 ABLATION v1 without K/V loads after the first two (wrong output)"),
         make_variant<2, kFOverlap | kFXNoSoftmax>("v23 ABLATION v1 without softmax (wrong output)"),
         make_variant<2, kFOverlap | kFXNoGemm>("v24 ABLATION v1 without wgmma (wrong output)"),
@@ -1462,12 +1188,6 @@ static int selected_variant(void)
     }
     cached = sel;
     return sel;
-}
-
-extern "C" int h3k_attn_fp8_sm90_key_tile(void)
-{
-    int n = 0;
-    return variants(&n)[selected_variant()].key_tile;
 }
 
 extern "C" const char *h3k_attn_fp8_sm90_variant_name(void)
@@ -1526,7 +1246,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     CUtensorMap tq, tk, tv;
     int e;
     if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, v.rows == kBM ? 128u : 64u)) != 0) return e;
-    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, v.key_tile == kWBN ? 64u : 128u)) != 0) return e;
+    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
 
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
