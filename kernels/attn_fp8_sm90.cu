@@ -38,6 +38,12 @@
  *        queries per CTA, O folded to FP32 every 4 / 8 key tiles. 73 is 5%
  *        faster than 16 but its truncated in-tensor-core sums put 1.4% on O
  *        when V has a mean (16: 0.17%), so 16 stays the default.
+ *     78 EXPERIMENT: wg3 never folded (O sums all key tiles inside the
+ *        tensor cores' truncating accumulator): 7% faster
+ *        than 16 and as close to the emulation as 16 when V has zero mean,
+ *        38% off when V has a mean; kept for V smoothing (subtract V's
+ *        per-channel mean before quantising, add it to O), which the
+ *        contract does not have yet (docs/perf.md, 2026-12-04).
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -48,8 +54,9 @@
  *        proxy fence, K released after the PV wait; code in commit 6a1e261).
  *   Retired in commit 4ae3315 (measured, docs/perf.md 2026-12-03 fourth
  *   run): part of the exp2 on the FMA pipe (v50-53), a WG2 start offset and
- *   3 stages (v52, v54), exps in f16, two per MUFU op (v91, v92), wg3 with 3
- *   stages or other fold periods (v71, v72, v75, v78).
+ *   3 stages (v52, v54), exps in f16 (v91, v92: `ex2.approx.f16x2` is two
+ *   MUFU.EX2.F16 on sm_90, not one), wg3 with 3 stages or other fold periods
+ *   (v71, v72, v75; v78 is back, above).
  *   Variants 2..41 of commit f70f97c (ping-pong, P through shared memory,
  *   ordered and one-FMA O updates, kept-live P8 fragments, a ones column for
  *   l, exp turns, 3 stages) were measured slower or off the contract and
@@ -1139,6 +1146,7 @@ static const Variant *variants(int *count)
         make_variant<2, kFOverlap | kFExpScale | kFXTrace>("v60 DIAGNOSTIC v16 with a clock64 trace"),
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
+        make_variant3<2, 1 << 20, kFExpScale>("v78 EXPERIMENT wg3, O never folded: fails on V with a mean (38% off), for V smoothed to zero mean"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
