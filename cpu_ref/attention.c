@@ -39,8 +39,8 @@ static inline float dot128(const float *restrict a, const float *restrict b)
 }
 
 void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                            const float *sk, const float *sv, int S, int H, int h, int key_tile, int quant,
-                            const int *rows, int nrows, uint16_t *O, float *lse)
+                            const float *sk, const float *sv, const float *vmu, int S, int H, int h, int key_tile,
+                            int quant, const int *rows, int nrows, uint16_t *O, float *lse)
 {
     const int S_pad = h3_pad_tokens(S), G = h3_groups(S);
     const size_t plane = (size_t)S_pad * D;
@@ -112,7 +112,10 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
             /* acc ~ (256 / svmax) * sum p v_dequant: undo with one multiply. */
             const float fin = (svmax * 0.00390625f) / l;
             uint16_t *o = O + (size_t)r * H * D + (size_t)h * D; /* [D] of [nrows][H*D] bf16 */
-            for (int d = 0; d < D; d++) o[d] = h3_f32_to_bf16(acc[d] * fin);
+            if (vmu) /* V smoothing: the mean comes back in one fma, as on the GPU */
+                for (int d = 0; d < D; d++) o[d] = h3_f32_to_bf16(fmaf(acc[d], fin, vmu[h * D + d]));
+            else
+                for (int d = 0; d < D; d++) o[d] = h3_f32_to_bf16(acc[d] * fin);
             if (lse) lse[(size_t)h * nrows + r] = (m + log2f(l)) * CPU_LN2;
         }
         free(x);
@@ -122,8 +125,8 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
 }
 
 void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                       const float *sv, int S, int H, int key_tile, int quant, const int *rows, int nrows,
-                       uint16_t *O, float *lse)
+                       const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
+                       int nrows, uint16_t *O, float *lse)
 {
     if (!cpu_key_tile_ok(key_tile)) {
         /* Library code does not abort: report and poison the outputs so any
@@ -135,7 +138,7 @@ void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8,
         return;
     }
     for (int h = 0; h < H; h++)
-        cpu_attention_fp8_head(q8, k8, vt8, sq, sk, sv, S, H, h, key_tile, quant, rows, nrows, O, lse);
+        cpu_attention_fp8_head(q8, k8, vt8, sq, sk, sv, vmu, S, H, h, key_tile, quant, rows, nrows, O, lse);
 }
 
 void cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,

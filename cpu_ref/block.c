@@ -145,20 +145,20 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
                              qb + (size_t)r0 * I, kb + (size_t)r0 * I, vb + (size_t)r0 * I);
         else
             cpu_qk_norm_rope_quant_groups(cfg, buf, pos, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], S, r0 / H3_QGROUP,
-                                          (r0 + n + H3_QGROUP - 1) / H3_QGROUP, q8, k8, vt8, sc, sc + H * G,
+                                          (r0 + n + H3_QGROUP - 1) / H3_QGROUP, NULL, q8, k8, vt8, sc, sc + H * G,
                                           sc + 2 * H * G);
         LAP(H3_STAGE_QK_NORM_ROPE_QUANT);
     }
 
     /* 5: attention, per head */
     if (!exact && !cpu_key_tile_ok(key_tile)) {
-        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, S, H, key_tile, 1, NULL, S, o, NULL);
+        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, key_tile, 1, NULL, S, o, NULL);
     } else {
         for (int h = 0; h < H; h++) {
             if (exact)
                 cpu_attention_exact_head(qb, kb, vb, S, H, h, NULL, S, o, NULL);
             else
-                cpu_attention_fp8_head(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, S, H, h, key_tile, 1, NULL, S,
+                cpu_attention_fp8_head(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, h, key_tile, 1, NULL, S,
                                        o, NULL);
             progress_step(&pr, H3_STAGE_ATTENTION, 4.0 * S * (double)S * D);
         }

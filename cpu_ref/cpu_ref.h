@@ -29,6 +29,14 @@
  *                q8, k8: [H][S_pad][128]; vt8: [H][128][S_pad] with
  *                vt8[h][d][p] = V code of key h3_v_slot_key(p) (config.h);
  *                sq, sk, sv: [H][G] (G = S_pad / 128).
+ *   V smoothing  (optional, vmu != NULL) mu[h*128+d] = (float)(sum_s v[s][h][d] / S),
+ *                the sum in double in the order of H3_VMEAN_LANES (config.h);
+ *                V is quantised as the FP32 difference v - mu (amax and codes
+ *                of the difference; padding keys stay code 0), and the
+ *                attention adds mu back: O = bf16(fma(acc, fin, mu[d])).
+ *                Exact for softmax (each row of P sums to 1), and it takes
+ *                V's mean out of e4m3's range and out of Hopper's truncating
+ *                FP8 accumulator (docs/accuracy.md).
  *   attention    (emulated FP8) per key tile of key_tile keys (a divisor of
  *                128, or a multiple of 64: gk is then the group of each key),
  *                base-2 online softmax:
@@ -42,7 +50,8 @@
  *                  to l: equal up to FP32 rounding; a P8 code may then
  *                  land on the other side of an e4m3 midpoint)
  *                  acc[d] = acc[d] * alpha + sum_j P8_j * v8_j[d]
- *                end: O = bf16(acc * ((svmax * 2^-8) / l)); LSE = (m + log2 l) * ln 2
+ *                end: O = bf16(acc * fin), fin = (svmax * 2^-8) / l (with V
+ *                smoothing bf16(fma(acc, fin, mu[d]))); LSE = (m + log2 l) * ln 2
  *                (svmax = max_g sv[h][g]). The P multiplier keeps p in
  *                [0, 256], the top of e4m3's fine range, and folds V's per-group
  *                scale into one multiply; 1/256 and svmax return in the final 1/l.
@@ -90,20 +99,28 @@ void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *po
  * e4m3 codes, sq, sk, sv [H][G]. groups/ngroups: only these 128-token groups
  * (NULL: all); the others are left untouched. */
 void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int *groups,
-                   int ngroups, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv);
+                   int ngroups, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
+                   float *sv);
+
+/* V smoothing's mean (the contract above): element (s, h, d) of V at
+ * v[s * ld + h * stride_h + d] (v of a [S][H*D] array: ld = H*D, stride_h =
+ * D; of the grouped qkv: v = qkv + 256, ld = 3*H*D, stride_h = 384) ->
+ * mu [H*D] f32. S >= 1. */
+void cpu_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu);
 
 /* The fused stage qk_norm_rope_quant, as the GPU runs it: qkv -> FP8 operands.
- * Full sequence (scales need whole groups). */
+ * Full sequence (scales need whole groups). vmu: V smoothing's mean (NULL: none). */
 void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                            const uint16_t *kw, int S, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
-                            float *sv);
+                            const uint16_t *kw, int S, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
+                            float *sq, float *sk, float *sv);
 
 /* Emulated FP8 attention (the contract above). -> O [nrows][H*D] bf16,
  * lse [H][nrows] f32 (may be NULL). quant = 0 switches the P rounding off
- * (P8_j = p_j * multiplier, exact), for testing the online softmax alone. */
+ * (P8_j = p_j * multiplier, exact), for testing the online softmax alone.
+ * vmu: the mean V was smoothed by (NULL: none), added to O. */
 void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                       const float *sv, int S, int H, int key_tile, int quant, const int *rows, int nrows,
-                       uint16_t *O, float *lse);
+                       const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
+                       int nrows, uint16_t *O, float *lse);
 
 /* Exact FP32 attention on BF16 q, k, v [S][H*D] -> O [nrows][H*D] bf16, lse [H][nrows]. */
 void cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,

@@ -7,6 +7,7 @@
  * Quantisation per (head, 128-token group): s = amax/448 (1 for an all-zero
  * group, whose codes are 0 anyway), code = e4m3_satfinite_rne(x * (448/amax)). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
@@ -67,13 +68,21 @@ void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *po
     }
 }
 
-float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, uint8_t *codes_h)
+/* The value quantised: the BF16 input, less V's mean when smoothing (one
+ * FP32 subtraction, as the GPU does it). */
+static inline float qval(const uint16_t *x, size_t at, const float *mu_h, int d)
+{
+    return mu_h ? h3_bf16_to_f32(x[at]) - mu_h[d] : h3_bf16_to_f32(x[at]);
+}
+
+float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, const float *mu_h,
+                      uint8_t *codes_h)
 {
     const int D = 128;
     const size_t ld = (size_t)H * D;
     float amax = 0.0f;
     for (int i = 0; i < n; i++)
-        for (int d = 0; d < D; d++) amax = fmaxf(amax, fabsf(h3_bf16_to_f32(x[i * ld + (size_t)h * D + d])));
+        for (int d = 0; d < D; d++) amax = fmaxf(amax, fabsf(qval(x, i * ld + (size_t)h * D + d, mu_h, d)));
     /* amax == 0: every value is 0, so any finite multiplier gives code 0; use
      * scale 1 instead of 448/0 = inf (0 * inf would be NaN). */
     const float inv = amax > 0.0f ? H3_E4M3_MAX / amax : 1.0f;
@@ -83,7 +92,7 @@ float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, 
         uint8_t *dst = codes_h + (size_t)base * D; /* [128][D] of [S_pad][D] */
         for (int i = 0; i < H3_QGROUP; i++)
             for (int d = 0; d < D; d++)
-                dst[i * D + d] = i < n ? h3_f32_to_e4m3(h3_bf16_to_f32(x[i * ld + (size_t)h * D + d]) * inv) : 0;
+                dst[i * D + d] = i < n ? h3_f32_to_e4m3(qval(x, i * ld + (size_t)h * D + d, mu_h, d) * inv) : 0;
     } else {
         /* vt[d][p] holds key h3_v_slot_key(p): the 16-key permutation that lets
          * the GPU feed P from the QK^T accumulator straight into the PV MMA. */
@@ -91,14 +100,15 @@ float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, 
             const int i = h3_v_slot_key(base + p) - base; /* key within the group */
             for (int d = 0; d < D; d++)
                 codes_h[(size_t)d * S_pad + base + p] =
-                    i < n ? h3_f32_to_e4m3(h3_bf16_to_f32(x[i * ld + (size_t)h * D + d]) * inv) : 0;
+                    i < n ? h3_f32_to_e4m3(qval(x, i * ld + (size_t)h * D + d, mu_h, d) * inv) : 0;
         }
     }
     return scale;
 }
 
 void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int *groups,
-                   int ngroups, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv)
+                   int ngroups, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
+                   float *sv)
 {
     const int D = 128, S_pad = h3_pad_tokens(S), G = h3_groups(S);
     if (!groups) ngroups = G;
@@ -109,16 +119,16 @@ void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uin
             const int g = groups ? groups[gi] : gi;
             const int n = S - g * H3_QGROUP < H3_QGROUP ? S - g * H3_QGROUP : H3_QGROUP;
             const size_t off = (size_t)g * H3_QGROUP * I;
-            sq[h * G + g] = cpu_quant_group(q + off, n, H, h, g, S_pad, 0, q8 + h * plane);
-            sk[h * G + g] = cpu_quant_group(k + off, n, H, h, g, S_pad, 0, k8 + h * plane);
-            sv[h * G + g] = cpu_quant_group(v + off, n, H, h, g, S_pad, 1, vt8 + h * plane);
+            sq[h * G + g] = cpu_quant_group(q + off, n, H, h, g, S_pad, 0, NULL, q8 + h * plane);
+            sk[h * G + g] = cpu_quant_group(k + off, n, H, h, g, S_pad, 0, NULL, k8 + h * plane);
+            sv[h * G + g] = cpu_quant_group(v + off, n, H, h, g, S_pad, 1, vmu ? vmu + h * D : NULL, vt8 + h * plane);
         }
     }
 }
 
 void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                                   const uint16_t *kw, int S, int g0, int g1, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
-                                   float *sq, float *sk, float *sv)
+                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, uint8_t *q8, uint8_t *k8,
+                                   uint8_t *vt8, float *sq, float *sk, float *sv)
 {
     const int H = cfg->heads, D = cfg->head_dim, S_pad = h3_pad_tokens(S), G = h3_groups(S);
     const size_t I = (size_t)H * D, W3 = (size_t)h3_qkv_width(cfg), plane = (size_t)S_pad * D;
@@ -137,9 +147,9 @@ void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, co
                                      tq + i * I, tk + i * I, tv + i * I);
             }
             for (int h = 0; h < H; h++) {
-                sq[h * G + g] = cpu_quant_group(tq, n, H, h, g, S_pad, 0, q8 + h * plane);
-                sk[h * G + g] = cpu_quant_group(tk, n, H, h, g, S_pad, 0, k8 + h * plane);
-                sv[h * G + g] = cpu_quant_group(tv, n, H, h, g, S_pad, 1, vt8 + h * plane);
+                sq[h * G + g] = cpu_quant_group(tq, n, H, h, g, S_pad, 0, NULL, q8 + h * plane);
+                sk[h * G + g] = cpu_quant_group(tk, n, H, h, g, S_pad, 0, NULL, k8 + h * plane);
+                sv[h * G + g] = cpu_quant_group(tv, n, H, h, g, S_pad, 1, vmu ? vmu + h * D : NULL, vt8 + h * plane);
             }
         }
         free(tq);
@@ -147,8 +157,31 @@ void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, co
 }
 
 void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                            const uint16_t *kw, int S, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
-                            float *sv)
+                            const uint16_t *kw, int S, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
+                            float *sq, float *sk, float *sv)
 {
-    cpu_qk_norm_rope_quant_groups(cfg, qkv, pos, qw, kw, S, 0, h3_groups(S), q8, k8, vt8, sq, sk, sv);
+    cpu_qk_norm_rope_quant_groups(cfg, qkv, pos, qw, kw, S, 0, h3_groups(S), vmu, q8, k8, vt8, sq, sk, sv);
+}
+
+void cpu_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu)
+{
+    const int D = 128, C = H * D;
+    double *part = calloc((size_t)H3_VMEAN_LANES * C, sizeof(double)); /* [lane][C] */
+    if (!part) { /* library code does not abort: a NaN mean fails every check downstream */
+        fprintf(stderr, "cpu_v_mean: out of memory\n");
+        for (int c = 0; c < C; c++) mu[c] = NAN;
+        return;
+    }
+    /* One lane per thread, its tokens in order, rows read contiguously. */
+#pragma omp parallel for schedule(static)
+    for (int w = 0; w < H3_VMEAN_LANES; w++)
+        for (int s = w; s < S; s += H3_VMEAN_LANES)
+            for (int c = 0; c < C; c++)
+                part[(size_t)w * C + c] += (double)h3_bf16_to_f32(v[(size_t)s * ld + (size_t)(c / D) * stride_h + c % D]);
+    for (int c = 0; c < C; c++) {
+        double sum = 0.0;
+        for (int w = 0; w < H3_VMEAN_LANES; w++) sum += part[(size_t)w * C + c];
+        mu[c] = (float)(sum / (double)S);
+    }
+    free(part);
 }

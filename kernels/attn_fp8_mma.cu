@@ -40,7 +40,8 @@
  *   (per-thread partials, summed over the row's 4 threads at the end);
  *   P8 = e4m3_rne_satfinite(p * (256 sv[gk] / svmax)): p <= 1, so P8 <= 256,
  *   the top of e4m3's fine range, and V's group scale rides along for free;
- *   O = bf16(acc * ((svmax 2^-8) / l)); LSE = (m + log2 l) ln 2.
+ *   O = bf16(acc * ((svmax 2^-8) / l)), with V smoothed (vmu != NULL)
+ *   bf16(fma(acc, (svmax 2^-8) / l, mu)); LSE = (m + log2 l) ln 2.
  *   Keys >= S: dot = -inf before the max, p = 0. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -105,6 +106,7 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
                     const float *__restrict__ sq,    // [H][G]
                     const float *__restrict__ sk,    // [H][G]
                     const float *__restrict__ sv,    // [H][G]
+                    const float *__restrict__ vmu,   // [H*128] V smoothing's mean, or NULL
                     int S, int H, uint16_t *__restrict__ O, // [S][H*128] bf16
                     float *__restrict__ lse)                // [H][S] f32
 {
@@ -301,14 +303,18 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
             if (row < S) {
                 const float fin = (svmax * 0.00390625f) / l; /* undo 256 / svmax, then 1/l */
                 uint16_t *o = O + (size_t)row * I + (size_t)h * kD + 2 * t; // [S][H*128] bf16
+                const float *mu = vmu ? vmu + (size_t)h * kD + 2 * t : nullptr; /* V smoothing: O = fma(acc, fin, mu) */
 #pragma unroll
                 for (int n = 0; n < 16; n++)
-                    *(uint32_t *)(o + 8 * n) = h3a_bf16x2(acc[a][n][2 * half] * fin, acc[a][n][2 * half + 1] * fin);
+                    *(uint32_t *)(o + 8 * n) =
+                        mu ? h3a_bf16x2(__fmaf_rn(acc[a][n][2 * half], fin, mu[8 * n]),
+                                        __fmaf_rn(acc[a][n][2 * half + 1], fin, mu[8 * n + 1]))
+                           : h3a_bf16x2(acc[a][n][2 * half] * fin, acc[a][n][2 * half + 1] * fin);
                 if (t == 0) lse[(size_t)h * S + row] = (m_run[r] + log2f(l)) * H3A_LN2;
             }
         }
 #else
-    (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)S; (void)H; (void)O; (void)lse;
+    (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)vmu; (void)S; (void)H; (void)O; (void)lse;
 #endif
 }
 
@@ -317,10 +323,11 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
 extern "C" int h3k_attn_fp8_mma_key_tile(void) { return kKeyTile; }
 
 extern "C" int h3k_attn_fp8_mma(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                                const float *sk, const float *sv, int S, int H, uint16_t *O, float *lse,
-                                h3_stream stream)
+                                const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
+                                float *lse, h3_stream stream)
 {
     if (S < 1 || H < 1 || H > 65535) return (int)cudaErrorInvalidValue;
+    if ((uintptr_t)vmu & 3u) return (int)cudaErrorMisalignedAddress;
     const int G = h3_groups(S);
     const size_t smem = (size_t)kSmemBytes + (size_t)G * sizeof(float2) + kWarps * sizeof(float);
     if (smem > 48 * 1024) { /* opt-in beyond 48 KB: only for S > ~250k (G > 1024) */
@@ -328,6 +335,6 @@ extern "C" int h3k_attn_fp8_mma(const uint8_t *q8, const uint8_t *k8, const uint
         if (e != cudaSuccess) return (int)e;
     }
     dim3 grid((unsigned)G, (unsigned)H);
-    attn_fp8_mma_kernel<<<grid, kThreads, smem, (cudaStream_t)stream>>>(q8, k8, vt8, sq, sk, sv, S, H, O, lse);
+    attn_fp8_mma_kernel<<<grid, kThreads, smem, (cudaStream_t)stream>>>(q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse);
     return (int)cudaGetLastError();
 }

@@ -22,7 +22,8 @@
  *            exactly V's stored key order, so P needs no shuffle.
  *   Variants (template parameters, picked at run time by the environment
  *   variable H3_SM90_VARIANT=N, the entry named "vN", read once; unset =
- *   H3_SM90_DEFAULT_VARIANT, 16):
+ *   H3_SM90_DEFAULT_VARIANT, 16, or with V smoothed (a mean passed)
+ *   H3_SM90_SMOOTH_VARIANT, 78):
  *     0  in-order loop: QK^T(n), softmax(n), PV(n), each waited for; 2 stages.
  *     1  intra-warpgroup overlap: QK^T(n) and PV(n-1) issued together,
  *        softmax(n) while PV(n-1) runs on the tensor cores (FA3); 2 stages.
@@ -38,12 +39,12 @@
  *        queries per CTA, O folded to FP32 every 4 / 8 key tiles. 73 is 5%
  *        faster than 16 but its truncated in-tensor-core sums put 1.4% on O
  *        when V has a mean (16: 0.17%), so 16 stays the default.
- *     78 EXPERIMENT: wg3 never folded (O sums all key tiles inside the
- *        tensor cores' truncating accumulator): 7% faster
- *        than 16 and as close to the emulation as 16 when V has zero mean,
- *        38% off when V has a mean; kept for V smoothing (subtract V's
- *        per-channel mean before quantising, add it to O), which the
- *        contract does not have yet (docs/perf.md, 2026-12-04).
+ *     78 wg3 never folded (O sums all key tiles inside the tensor cores'
+ *        truncating accumulator): 7% faster than 16 and as close to the
+ *        emulation as 16 when V has zero mean, 38% off when V has a mean;
+ *        so it is the default only when V is smoothed (its per-channel mean
+ *        subtracted before quantising and added to O here; cpu_ref.h,
+ *        docs/perf.md 2026-12-04).
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -65,7 +66,7 @@
  *   (outputs bit-identical); 16 differs from them in FP32 rounding only.
  *
  * Extra export (the lead adds it to kernels.h):
- *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(void);
+ *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed);
  *   -- the variant h3k_attn_fp8_sm90 runs, e.g. "v16 overlap, P8 multiplier in the exponent, 2 stages".
  *
  * Numerics (cpu_ref.h `attention`, key tile 128 = one scale group per tile):
@@ -108,6 +109,11 @@ extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataTy
 
 #ifndef H3_SM90_DEFAULT_VARIANT
 #define H3_SM90_DEFAULT_VARIANT 16
+#endif
+/* The default when V is smoothed (a mean is passed): with V's mean out of
+ * the truncating accumulator the wg3 kernel needs no FP32 fold of O. */
+#ifndef H3_SM90_SMOOTH_VARIANT
+#define H3_SM90_SMOOTH_VARIANT 78
 #endif
 
 namespace {
@@ -424,12 +430,27 @@ template <bool kExpScale = false> static __device__ __forceinline__ void convert
     pack_p(c.s, c.p, mult);
 }
 
+/* Two outputs of dims 8j + 2t, +1: o * f, or with V smoothing (kMu)
+ * fma(o, f, mu) (cpu_ref.h: the mean returns in one rounding). A template
+ * flag, not a test of mu: a run-time branch here changed ptxas's schedule
+ * of the whole loop (v16 2% slower). */
+template <bool kMu>
+static __device__ __forceinline__ uint32_t out_bf16x2(float a, float b, float f, const float *__restrict__ mu, int j)
+{
+    if (kMu) {
+        const float2 m = *reinterpret_cast<const float2 *>(mu + 8 * j);
+        return pack_bf16x2(__fmaf_rn(a, f, m.x), __fmaf_rn(b, f, m.y));
+    }
+    return pack_bf16x2(a * f, b * f);
+}
+
 /* Epilogue: l reduced over the row's 4 threads, O = acc * (svmax 2^-8) / l
- * as BF16 into [S][H*128], LSE; rows >= S are not written. row0: this
+ * (+ mu with V smoothing) as BF16 into [S][H*128], LSE; rows >= S are not written. row0: this
  * thread's first row (its second is row0 + 8). */
-template <class C>
+template <bool kMu, class C>
 static __device__ __forceinline__ void store_output(C &c, float svmax, int row0, int S, int H, int h,
-                                                    uint16_t *__restrict__ O, float *__restrict__ lse)
+                                                    uint16_t *__restrict__ O, float *__restrict__ lse,
+                                                    const float *__restrict__ vmu)
 {
     const int t = threadIdx.x % 4;
     c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 1);
@@ -439,18 +460,19 @@ static __device__ __forceinline__ void store_output(C &c, float svmax, int row0,
     const float f0 = (svmax * 0.00390625f) / c.l0, f1 = (svmax * 0.00390625f) / c.l1;
     const int row1 = row0 + 8;
     const size_t ld = (size_t)H * kD;
+    const float *mu = vmu + (size_t)h * kD + 2 * t; /* this thread's dims 8j + 2t, +1 (read only if kMu) */
     if (row0 < S) {
         uint16_t *op = O + (size_t)row0 * ld + (size_t)h * kD + 2 * t;
 #pragma unroll
         for (int j = 0; j < 16; ++j)
-            *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 0] * f0, c.o[4 * j + 1] * f0);
+            *reinterpret_cast<uint32_t *>(op + 8 * j) = out_bf16x2<kMu>(c.o[4 * j + 0], c.o[4 * j + 1], f0, mu, j);
         if (t == 0) lse[(size_t)h * S + row0] = (c.m0 + log2f(c.l0)) * 0.6931471805599453f;
     }
     if (row1 < S) {
         uint16_t *op = O + (size_t)row1 * ld + (size_t)h * kD + 2 * t;
 #pragma unroll
         for (int j = 0; j < 16; ++j)
-            *reinterpret_cast<uint32_t *>(op + 8 * j) = pack_bf16x2(c.o[4 * j + 2] * f1, c.o[4 * j + 3] * f1);
+            *reinterpret_cast<uint32_t *>(op + 8 * j) = out_bf16x2<kMu>(c.o[4 * j + 2], c.o[4 * j + 3], f1, mu, j);
         if (t == 0) lse[(size_t)h * S + row1] = (c.m1 + log2f(c.l1)) * 0.6931471805599453f;
     }
 }
@@ -591,6 +613,7 @@ enum : unsigned {
     kFOverlap = 1u,    /* intra-warpgroup overlap: QK^T(n) with PV(n-1) */
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
+    kFVMean = 65536u,  /* V smoothing: O = fma(acc, f, mu); such a variant runs only with a mean, the others only without */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -608,6 +631,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                              const float *__restrict__ sq,            /* [H][G] */
                              const float *__restrict__ sk,            /* [H][G] */
                              const float *__restrict__ sv,            /* [H][G] */
+                             const float *__restrict__ vmu,           /* [H*128] V smoothing's mean, or NULL */
                              int S, int H, int S_pad, int nqt,
                              uint16_t *__restrict__ O, /* [S][H*128] bf16 */
                              float *__restrict__ lse)  /* [H][S] */
@@ -751,10 +775,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 add_pv(c);
             }
         }
-        store_output(c, svmax, qt * kBM + wgi * 64 + w * 16 + g, S, H, h, O, lse);
+        store_output<(kF & kFVMean) != 0>(c, svmax, qt * kBM + wgi * 64 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
-    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
 }
 
@@ -785,8 +809,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     h3k_attn_fp8_sm90_wg3_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                  const float *__restrict__ sq, const float *__restrict__ sk,
-                                 const float *__restrict__ sv, int S, int H, int S_pad, int nqt,
-                                 uint16_t *__restrict__ O, float *__restrict__ lse)
+                                 const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
+                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
@@ -869,10 +893,10 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
         }
         unfold_o(c, o32, mf0, mf1);
-        store_output(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse);
+        store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
-    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
 }
 
@@ -962,8 +986,8 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
     h3k_attn_fp8_sm90_wg3p_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
                                   const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                   const float *__restrict__ sq, const float *__restrict__ sk,
-                                  const float *__restrict__ sv, int S, int H, int S_pad, int nqt,
-                                  uint16_t *__restrict__ O, float *__restrict__ lse)
+                                  const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
+                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
@@ -1083,9 +1107,9 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
     }
     unfold_o(c, o32, mf0, mf1);
     svmax = sv_max(sv_h, G, lane);
-    store_output(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse);
+    store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
 #else
-    (void)sq, (void)sk, (void)sv, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
 }
 
@@ -1110,7 +1134,7 @@ extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
 /* ---- variants: one entry per template instance, indexed by H3_SM90_VARIANT */
 
 typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
-                         const float *, int, int, int, int, uint16_t *, float *);
+                         const float *, const float *, int, int, int, int, uint16_t *, float *);
 
 struct Variant {
     KernelFn fn;
@@ -1118,22 +1142,24 @@ struct Variant {
     const char *name;
     int rows;    /* queries per CTA: 128 (two consumer WGs) or 192 (wg3) */
     int threads; /* per CTA */
+    int vmean;   /* adds V's mean (kFVMean): runs the calls with a mean, the others those without */
 };
 
 template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0};
 }
 
 template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads};
+    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads,
+                   (F & kFVMean) != 0};
 }
 
 template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3p_kernel<KS, VS, Flush, F>, SmemLayout3p<KS, VS>::kBytes, name, kWg3Rows,
-                   kWg3pThreads};
+                   kWg3pThreads, (F & kFVMean) != 0};
 }
 
 static const Variant *variants(int *count)
@@ -1146,7 +1172,7 @@ static const Variant *variants(int *count)
         make_variant<2, kFOverlap | kFExpScale | kFXTrace>("v60 DIAGNOSTIC v16 with a clock64 trace"),
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
-        make_variant3<2, 1 << 20, kFExpScale>("v78 EXPERIMENT wg3, O never folded: fails on V with a mean (38% off), for V smoothed to zero mean"),
+        make_variant3<2, 1 << 20, kFExpScale | kFVMean>("v78 wg3, O never folded, V's mean added (for smoothed V)"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
@@ -1169,19 +1195,21 @@ static int variant_index(const Variant *v, int n, long number)
     return -1;
 }
 
-/* H3_SM90_VARIANT=N, parsed once (unset or empty: the default; a number no
- * entry carries: one warning, then the default). Race-benign: every caller
- * computes the same value. */
-static int selected_variant(void)
+/* H3_SM90_VARIANT=N, parsed once per mode (unset or empty: the default,
+ * which depends on whether V is smoothed; a number no entry carries, or a
+ * variant of the other mode -- with or without V's mean -- : one warning,
+ * then the default). Race-benign: every caller computes the same value. */
+static int selected_variant(int smoothed)
 {
-    static int cached = -1;
-    if (cached >= 0) return cached;
+    static int cached[2] = {-1, -1};
+    smoothed = smoothed ? 1 : 0;
+    if (cached[smoothed] >= 0) return cached[smoothed];
     int n = 0;
     const Variant *v = variants(&n);
-    int sel = variant_index(v, n, H3_SM90_DEFAULT_VARIANT);
-    if (sel < 0) { /* a build-time -DH3_SM90_DEFAULT_VARIANT that names no entry */
-        fprintf(stderr, "h3block: H3_SM90_DEFAULT_VARIANT=%d names no variant; using %s\n", H3_SM90_DEFAULT_VARIANT,
-                v[0].name);
+    const int def = smoothed ? H3_SM90_SMOOTH_VARIANT : H3_SM90_DEFAULT_VARIANT;
+    int sel = variant_index(v, n, def);
+    if (sel < 0) { /* a build-time -DH3_SM90_DEFAULT_VARIANT / _SMOOTH_VARIANT that names no entry */
+        fprintf(stderr, "h3block: default variant %d names no variant; using %s\n", def, v[0].name);
         sel = 0;
     }
     const char *env = getenv("H3_SM90_VARIANT");
@@ -1189,19 +1217,22 @@ static int selected_variant(void)
         char *end = NULL;
         const long x = strtol(env, &end, 10);
         const int i = *end == '\0' ? variant_index(v, n, x) : -1;
-        if (i >= 0)
+        if (i >= 0 && v[i].vmean == smoothed)
             sel = i;
+        else if (i >= 0)
+            fprintf(stderr, "h3block: H3_SM90_VARIANT=%s %s V's mean; calls %s a mean use %s\n", env,
+                    v[i].vmean ? "adds" : "does not add", smoothed ? "with" : "without", v[sel].name);
         else
             fprintf(stderr, "h3block: H3_SM90_VARIANT=%s names no variant; using %s\n", env, v[sel].name);
     }
-    cached = sel;
+    cached[smoothed] = sel;
     return sel;
 }
 
-extern "C" const char *h3k_attn_fp8_sm90_variant_name(void)
+extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed)
 {
     int n = 0;
-    return variants(&n)[selected_variant()].name;
+    return variants(&n)[selected_variant(smoothed)].name;
 }
 
 static int probe_device(int dev)
@@ -1216,7 +1247,7 @@ static int probe_device(int dev)
     int n = 0;
     const Variant *v = variants(&n);
     cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, v[selected_variant()].fn) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&attr, v[selected_variant(0)].fn) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image in this build */
         return 0;
     }
@@ -1239,14 +1270,16 @@ extern "C" int h3k_attn_fp8_sm90_available(void)
 }
 
 extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                                 const float *sk, const float *sv, int S, int H, uint16_t *O, float *lse,
-                                 h3_stream stream)
+                                 const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
+                                 float *lse, h3_stream stream)
 {
     if (S < 1 || H < 1) return (int)cudaErrorInvalidValue;
     if (((uintptr_t)q8 | (uintptr_t)k8 | (uintptr_t)vt8) & 15u) return (int)cudaErrorInvalidValue; /* TMA */
+    if ((uintptr_t)vmu & 7u) return (int)cudaErrorMisalignedAddress;                            /* float2 loads */
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
     int n = 0;
-    const Variant &v = variants(&n)[selected_variant()];
+    const Variant &v = variants(&n)[selected_variant(vmu != nullptr)];
+    if (v.vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */
     const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
     const int nqt = (S + v.rows - 1) / v.rows;   /* CTAs per head */
     if ((long long)H * nqt > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
@@ -1259,7 +1292,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
 
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
     if (ce != cudaSuccess) return (int)ce;
-    v.fn<<<H * nqt, v.threads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, S, H, S_pad, nqt, O, lse);
+    v.fn<<<H * nqt, v.threads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O, lse);
     ce = cudaGetLastError();
     const char *trace = getenv("H3_SM90_TRACE");
     if (ce == cudaSuccess && trace && *trace && strstr(v.name, "trace") && H * nqt > kTraceCta) {

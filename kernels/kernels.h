@@ -63,26 +63,35 @@ int h3k_gate_residual_norm_mod_q8(const uint16_t *x, const uint16_t *y, const ui
  * be NULL. Needs F a multiple of 8 and <= 65536. */
 int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, h3_stream stream);
 
+/* V smoothing's mean (cpu_ref.h, config.h H3_VMEAN_LANES; bit-identical to
+ * cpu_v_mean): element (s, h, d) of V at v[s * ld + h * stride_h + d] -> mu
+ * [H*128] f32. Needs v 4-byte aligned, ld and stride_h even. */
+int h3k_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, h3_stream stream);
+
 /* qkv [S][3*H*128] (grouped per head) -> q8, k8 [H][S_pad][128], vt8
  * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. omega: the
- * 16 RoPE frequencies (cpu_rope_omega). Padding rows/keys are written as 0. */
+ * 16 RoPE frequencies (cpu_rope_omega). vmu [H*128] (device, or NULL): V is
+ * quantised less this mean (V smoothing). Padding rows/keys are written as 0. */
 int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, const uint16_t *qw, const uint16_t *kw, int S,
-                           int H, float eps, const float *omega_host16, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
-                           float *sq, float *sk, float *sv, h3_stream stream);
+                           int H, float eps, const float *omega_host16, const float *vmu, uint8_t *q8, uint8_t *k8,
+                           uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream);
 
 /* FP8 flash attention, portable (mma.sync.m16n8k32 e4m3; sm_89, sm_90, sm_120).
- * -> O [S][H*128] bf16, lse [H][S] f32. */
+ * -> O [S][H*128] bf16, lse [H][S] f32. vmu [H*128] (device, or NULL): the
+ * mean V was smoothed by, added to O (cpu_ref.h). */
 int h3k_attn_fp8_mma(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                     const float *sv, int S, int H, uint16_t *O, float *lse, h3_stream stream);
+                     const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream);
 int h3k_attn_fp8_mma_key_tile(void); /* keys per online-softmax step (for the emulated reference) */
 
-/* FP8 flash attention for Hopper (wgmma + TMA, sm_90a). Same interface.
+/* FP8 flash attention for Hopper (wgmma + TMA, sm_90a). Same interface; with
+ * vmu != NULL its default variant is the faster one that needs smoothed V.
  * Returns non-zero (cudaErrorNoKernelImageForDevice) when not built for the device. */
 int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, int S, int H, uint16_t *O, float *lse, h3_stream stream);
+                      const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream);
 int h3k_attn_fp8_sm90_key_tile(void);
 int h3k_attn_fp8_sm90_available(void); /* 1 if compiled for sm_90a and the device is sm_90 */
-const char *h3k_attn_fp8_sm90_variant_name(void); /* variant h3k_attn_fp8_sm90 runs (env H3_SM90_VARIANT) */
+/* variant h3k_attn_fp8_sm90 runs without (0) or with (1) a V mean (env H3_SM90_VARIANT overrides both) */
+const char *h3k_attn_fp8_sm90_variant_name(int smoothed);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,13 @@
  * Phase 2: block amax. Phase 3: codes written as coalesced 16-byte rows; V is
  * transposed through shared memory (a warp reads one key row, 32 consecutive
  * words: conflict-free) so every lane writes 32 contiguous bytes of two
- * vt8 rows. */
+ * vt8 rows.
+ *
+ * V smoothing (vmu != NULL, cpu_ref.h): V is quantised as the FP32
+ * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
+ * code 0); mu comes from h3k_v_mean (below), which sums each column in
+ * double in the fixed order of config.h's H3_VMEAN_LANES so that the CPU's
+ * cpu_v_mean gets the same bits. */
 #include "common.cuh"
 #include "config.h"
 #include "kernels.h"
@@ -52,6 +58,7 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
                               const uint16_t *__restrict__ qw,   // [128] bf16
                               const uint16_t *__restrict__ kw,   // [128] bf16
                               int S, int H, float eps, h3_omega16 om,
+                              const float *__restrict__ vmu,     // [H*128] f32 or NULL
                               uint8_t *__restrict__ q8,          // [H][S_pad][128] e4m3
                               uint8_t *__restrict__ k8,          // [H][S_pad][128] e4m3
                               uint8_t *__restrict__ vt8,         // [H][128][S_pad] e4m3
@@ -84,8 +91,11 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             om1 = om.w[k + 1];
         }
     }
-    float wn[8];
+    float wn[8], vm[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* vm: V's mean at dims 8c..8c+7 (0: not smoothed) */
     h3d_unpack8(h3d_ld16((part ? kw : qw) + 8 * c), wn);
+    if (vmu)
+#pragma unroll
+        for (int j = 0; j < 8; j++) vm[j] = vmu[128 * h + 8 * c + j];
     uint4 *dst_qk = part ? Ks : Qs;
     float am_qk = 0.0f, am_v = 0.0f;
     const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -112,8 +122,10 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             float v[8];
             h3d_unpack8(xv[t], v);
 #pragma unroll
-            for (int j = 0; j < 8; j++) am_v = fmaxf(am_v, fabsf(v[j]));
-            Vs[i * 16 + c] = xv[t]; /* raw BF16; padding tokens are zero */
+            if (i < n)
+#pragma unroll
+                for (int j = 0; j < 8; j++) am_v = fmaxf(am_v, fabsf(v[j] - vm[j]));
+            Vs[i * 16 + c] = xv[t]; /* raw BF16 (the mean comes off in phase 3b); padding tokens are zero */
         }
 #pragma unroll
         for (int t = 0; t < 4; t++) {
@@ -221,6 +233,7 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
         const int jp = warp & 3, dp = 32 * (warp >> 2) + lane;
         const uint32_t *V32 = (const uint32_t *)Vs; /* [128 keys][64 words] */
         const float m = inv[2];
+        const float mlo = vmu ? vmu[128 * h + 2 * dp] : 0.0f, mhi = vmu ? vmu[128 * h + 2 * dp + 1] : 0.0f;
         uint32_t lo[8], hi[8]; /* codes of rows 2dp and 2dp+1, slots 32jp..32jp+31 */
 #pragma unroll
         for (int q = 0; q < 8; q++) {
@@ -229,8 +242,9 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             for (int e = 0; e < 4; e++) {
                 const int key = 32 * jp + slot_key(4 * q + e); /* slot_key(32jp + r) = 32jp + slot_key(r) */
                 const uint32_t wv = V32[key * 64 + dp];
-                l4[e] = h3d_bf16_lo(wv) * m;
-                h4[e] = h3d_bf16_hi(wv) * m;
+                /* v - 0 is v: unsmoothed codes are unchanged; padding keys stay 0 */
+                l4[e] = key < n ? (h3d_bf16_lo(wv) - mlo) * m : 0.0f;
+                h4[e] = key < n ? (h3d_bf16_hi(wv) - mhi) * m : 0.0f;
             }
             lo[q] = h3d_e4m3x4(l4[0], l4[1], l4[2], l4[3]);
             hi[q] = h3d_e4m3x4(h4[0], h4[1], h4[2], h4[3]);
@@ -245,8 +259,9 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
 }
 
 extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, const uint16_t *qw, const uint16_t *kw,
-                                      int S, int H, float eps, const float *omega_host16, uint8_t *q8, uint8_t *k8,
-                                      uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream)
+                                      int S, int H, float eps, const float *omega_host16, const float *vmu,
+                                      uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv,
+                                      h3_stream stream)
 {
     if (S <= 0 || H <= 0) return S == 0 && H > 0 ? 0 : (int)cudaErrorInvalidValue;
     if (H > 65535 || !omega_host16) return (int)cudaErrorInvalidValue;
@@ -261,6 +276,43 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, con
     for (int j = 0; j < 16; j++) om.w[j] = omega_host16[j];
     const dim3 grid((unsigned)h3_groups(S), (unsigned)H);
     qk_norm_rope_quant_kernel<<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
-        qkv, pos, qw, kw, S, H, eps, om, q8, k8, vt8, sq, sk, sv);
+        qkv, pos, qw, kw, S, H, eps, om, vmu, q8, k8, vt8, sq, sk, sv);
+    return (int)cudaGetLastError();
+}
+
+/* ---- V smoothing's mean: one CTA per 64 columns (within one head), warp w
+ * sums tokens w, w + 16, ... of its lane's two columns in double, then the
+ * 16 partial sums are added in warp order (config.h H3_VMEAN_LANES). */
+#define VMEAN_COLS 64
+__global__ void __launch_bounds__(32 * H3_VMEAN_LANES)
+    v_mean_kernel(const uint16_t *__restrict__ v, long ld, int stride_h, int S, float *__restrict__ mu)
+{
+    __shared__ double part[H3_VMEAN_LANES][VMEAN_COLS];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int c0 = blockIdx.x * VMEAN_COLS, h = c0 / 128, d = c0 % 128 + 2 * lane;
+    const uint16_t *col = v + (size_t)h * stride_h + d;
+    double a0 = 0.0, a1 = 0.0;
+#pragma unroll 8
+    for (int s = w; s < S; s += H3_VMEAN_LANES) {
+        const uint32_t x = __ldg(reinterpret_cast<const unsigned int *>(col + (size_t)s * ld));
+        a0 += (double)h3d_bf16_lo(x);
+        a1 += (double)h3d_bf16_hi(x);
+    }
+    part[w][2 * lane] = a0;
+    part[w][2 * lane + 1] = a1;
+    __syncthreads();
+    if (threadIdx.x < VMEAN_COLS) {
+        double sum = 0.0;
+        for (int k = 0; k < H3_VMEAN_LANES; k++) sum += part[k][threadIdx.x];
+        mu[c0 + threadIdx.x] = (float)(sum / (double)S);
+    }
+}
+
+extern "C" int h3k_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, h3_stream stream)
+{
+    if (S < 1 || H < 1 || !v || !mu) return (int)cudaErrorInvalidValue;
+    if (((uintptr_t)v & 3u) || (ld & 1) || (stride_h & 1)) return (int)cudaErrorMisalignedAddress;
+    v_mean_kernel<<<(unsigned)(H * 128 / VMEAN_COLS), 32 * H3_VMEAN_LANES, 0, (cudaStream_t)stream>>>(v, ld, stride_h,
+                                                                                                     S, mu);
     return (int)cudaGetLastError();
 }

@@ -120,6 +120,12 @@ static inline int h3_mod_width(const h3_config *c) { return c->modalities * H3_S
 static inline int h3_pad_tokens(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP * H3_QGROUP; }
 static inline int h3_groups(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP; }
 
+/* V smoothing (cpu_ref.h): V's per-(head, dim) mean over the S tokens is
+ * summed in double in a fixed order so that CPU and GPU get the same FP32
+ * mean bit for bit: token s adds to partial sum s % H3_VMEAN_LANES in token
+ * order, then the partials are added in lane order, then divided by S. */
+#define H3_VMEAN_LANES 16
+
 /* V is stored transposed ([H][D][S_pad]) with its keys permuted inside every
  * 16-key group, so that the P tile can go from the QK^T accumulator fragment
  * straight into the A-operand fragment of the PV MMA with no shuffle

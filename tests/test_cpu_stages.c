@@ -357,7 +357,7 @@ static void test_quant(void)
             uint8_t *c8[3];
             for (int a = 0; a < 3; a++) c8[a] = malloc(n8), memset(c8[a], 0xAA, n8);
             float *sc = malloc((size_t)3 * H * G * 4);
-            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, c8[0], c8[1], c8[2], sc, sc + H * G, sc + 2 * H * G);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, c8[0], c8[1], c8[2], sc, sc + H * G, sc + 2 * H * G);
             int codes_ok = 1, scales_ok = 1, pad_ok = 1, sat_ok = 1;
             for (int a = 0; a < 3; a++)
                 for (int h = 0; h < H; h++)
@@ -406,7 +406,7 @@ static void test_quant(void)
             float *sc2 = malloc((size_t)3 * H * G * 4);
             for (int i = 0; i < 3 * H * G; i++) sc2[i] = -1;
             int grp = G - 1;
-            cpu_quant_fp8(S, H, t[0], t[1], t[2], &grp, 1, d8, d8 + n8, d8 + 2 * n8, sc2, sc2 + H * G, sc2 + 2 * H * G);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], &grp, 1, NULL, d8, d8 + n8, d8 + 2 * n8, sc2, sc2 + H * G, sc2 + 2 * H * G);
             int sub_ok = 1;
             for (int h = 0; h < H; h++)
                 for (int g = 0; g < G; g++) {
@@ -438,8 +438,8 @@ static void test_fused_quant(void)
             uint8_t *a8 = malloc(3 * n8), *b8 = malloc(3 * n8);
             float *sa = malloc((size_t)3 * H * G * 4), *sb = malloc((size_t)3 * H * G * 4);
             cpu_qk_norm_rope(&c, qkv, pos, qw, kw, S, NULL, S, q, k, v);
-            cpu_quant_fp8(S, H, q, k, v, NULL, 0, a8, a8 + n8, a8 + 2 * n8, sa, sa + H * G, sa + 2 * H * G);
-            cpu_qk_norm_rope_quant(&c, qkv, pos, qw, kw, S, b8, b8 + n8, b8 + 2 * n8, sb, sb + H * G, sb + 2 * H * G);
+            cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, a8, a8 + n8, a8 + 2 * n8, sa, sa + H * G, sa + 2 * H * G);
+            cpu_qk_norm_rope_quant(&c, qkv, pos, qw, kw, S, NULL, b8, b8 + n8, b8 + 2 * n8, sb, sb + H * G, sb + 2 * H * G);
             char wd[96];
             snprintf(wd, sizeof wd, "qk_norm_rope_quant == rope + quant, S=%d H=%d", S, H);
             expect(wd, !memcmp(a8, b8, 3 * n8) && !memcmp(sa, sb, (size_t)3 * H * G * 4));
@@ -603,9 +603,9 @@ static void test_block(void)
             const size_t n8 = (size_t)H * S_pad * 128;
             uint8_t *q8 = malloc(3 * n8);
             float *sc = malloc((size_t)3 * H * G * 4);
-            cpu_qk_norm_rope_quant(&c, qkv, pos, wt.w[H3_T_QNORM], wt.w[H3_T_KNORM], S, q8, q8 + n8, q8 + 2 * n8, sc,
+            cpu_qk_norm_rope_quant(&c, qkv, pos, wt.w[H3_T_QNORM], wt.w[H3_T_KNORM], S, NULL, q8, q8 + n8, q8 + 2 * n8, sc,
                                    sc + H * G, sc + 2 * H * G);
-            cpu_attention_fp8(q8, q8 + n8, q8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G, S, H, 32, 1, NULL, S, o, NULL);
+            cpu_attention_fp8(q8, q8 + n8, q8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, 1, NULL, S, o, NULL);
             free(q8); free(sc);
         }
         chain_gemm(fp8, o, wt.w[H3_T_OUT], S, C, I, y);

@@ -46,10 +46,11 @@
 __attribute__((weak)) int h3k_attn_fp8_sm90_available(void) { return 0; }
 __attribute__((weak)) int h3k_attn_fp8_sm90_key_tile(void) { return 128; }
 __attribute__((weak)) int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                                            const float *sk, const float *sv, int S, int H, uint16_t *O, float *lse,
-                                            h3_stream stream)
+                                            const float *sk, const float *sv, const float *vmu, int S, int H,
+                                            uint16_t *O, float *lse, h3_stream stream)
 {
-    (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)S; (void)H; (void)O; (void)lse; (void)stream;
+    (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)vmu; (void)S; (void)H; (void)O; (void)lse;
+    (void)stream;
     return (int)cudaErrorNoKernelImageForDevice;
 }
 
@@ -57,12 +58,13 @@ __attribute__((weak)) int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8
 #define GUARD_ROWS 3 /* extra O rows / LSE entries past the end that must stay poisoned */
 
 typedef int (*attn_fn)(const uint8_t *, const uint8_t *, const uint8_t *, const float *, const float *, const float *,
-                       int, int, uint16_t *, float *, h3_stream);
+                       const float *, int, int, uint16_t *, float *, h3_stream);
 typedef struct {
     const char *name;
     attn_fn run;
     int key_tile;
     int fp8_accumulate; /* the QK^T dots come from FP8 tensor-core accumulation (wgmma) */
+    int smooth;         /* V smoothing: V quantised less its mean (h3k_v_mean), the kernel adds it back */
 } kernel_desc;
 
 static int g_pass = 0, g_fail = 0;
@@ -174,7 +176,25 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     uint8_t *q8 = calloc(plane, 1), *k8 = calloc(plane, 1), *vt8 = calloc(plane, 1);
     float *sq = malloc(sizeof(float) * H * G), *sk = malloc(sizeof(float) * H * G), *sv = malloc(sizeof(float) * H * G);
     make_inputs(S, H, dist, q, k, v);
-    cpu_quant_fp8(S, H, q, k, v, NULL, 0, q8, k8, vt8, sq, sk, sv);
+    /* V smoothing: the mean from the CPU (the emulation's) and from the GPU
+     * (the kernel's) must be the same bits: fixed summation order. */
+    float *mu = NULL, *dmu = NULL;
+    int mu_differ = 0;
+    if (kd->smooth) {
+        mu = malloc(sizeof(float) * I);
+        float *gmu = malloc(sizeof(float) * I);
+        uint16_t *dv;
+        cpu_v_mean(v, I, D, S, H, mu);
+        CUDA_CHECK(cudaMalloc((void **)&dv, nqkv * 2));
+        CUDA_CHECK(cudaMalloc((void **)&dmu, sizeof(float) * I));
+        CUDA_CHECK(cudaMemcpy(dv, v, nqkv * 2, cudaMemcpyHostToDevice));
+        CUDA_CHECK((cudaError_t)h3k_v_mean(dv, I, D, S, H, dmu, NULL));
+        CUDA_CHECK(cudaMemcpy(gmu, dmu, sizeof(float) * I, cudaMemcpyDeviceToHost));
+        for (int c = 0; c < I; c++) mu_differ += memcmp(&gmu[c], &mu[c], 4) != 0;
+        CUDA_CHECK(cudaFree(dv));
+        free(gmu);
+    }
+    cpu_quant_fp8(S, H, q, k, v, NULL, 0, mu, q8, k8, vt8, sq, sk, sv);
 
     /* device buffers; O and LSE carry GUARD_ROWS of poison past the end */
     const size_t on = (size_t)(S + GUARD_ROWS) * I, ln = (size_t)H * S + GUARD_ROWS;
@@ -205,7 +225,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         L[run] = malloc(ln * 4);
         CUDA_CHECK(cudaMemset(dO, 0xff, on * 2));   /* 0xffff: a BF16 NaN */
         CUDA_CHECK(cudaMemset(dlse, 0xff, ln * 4)); /* 0xffffffff: an FP32 NaN */
-        int rc = kd->run(dq8, dk8, dvt8, dsq, dsk, dsv, S, H, dO, dlse, NULL);
+        int rc = kd->run(dq8, dk8, dvt8, dsq, dsk, dsv, dmu, S, H, dO, dlse, NULL);
         if (rc == 0) rc = (int)cudaDeviceSynchronize();
         if (rc != 0) {
             printf("FAIL %-14s S=%5d H=%2d %-20s launch: %s\n", kd->name, S, H, dist_name[dist],
@@ -226,7 +246,10 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         memcpy(&u, &L[0][i], 4);
         guard_bad += u != 0xffffffffu;
     }
-    if (bad) {
+    if (mu_differ) {
+        ok = 0;
+        snprintf(why, sizeof why, "h3k_v_mean differs from cpu_v_mean in %d of %d means", mu_differ, I);
+    } else if (bad) {
         ok = 0;
         snprintf(why, sizeof why, "%zu outputs non-finite or never written", bad);
     } else if (guard_bad) {
@@ -242,7 +265,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     const int nr = pick_rows(S, H, rows);
     uint16_t *Oe = malloc((size_t)nr * I * 2), *Ox = malloc((size_t)nr * I * 2);
     float *Le = malloc(sizeof(float) * H * nr), *Lx = malloc(sizeof(float) * H * nr);
-    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, S, H, kd->key_tile, 1, rows, nr, Oe, Le);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, kd->key_tile, 1, rows, nr, Oe, Le);
     cpu_attention_exact(q, k, v, S, H, rows, nr, Ox, Lx);
     errst ee = {0}, ex = {0};
     double lse_err = 0.0;
@@ -313,7 +336,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
                     svt[h * G + g] = sv[h * G + g] < mx ? (float)(sv[h * G + g] * (w ? 1.0 - delta : 1.0 + delta))
                                                         : sv[h * G + g];
             }
-            cpu_attention_fp8(q8, k8, vt8, sq, sk, svt, S, H, kd->key_tile, 1, rows, nr, Ot[w], Lt);
+            cpu_attention_fp8(q8, k8, vt8, sq, sk, svt, mu, S, H, kd->key_tile, 1, rows, nr, Ot[w], Lt);
         }
         double *pe = malloc(sizeof(double) * npairs * 3); /* [pair]: rel err, se, sref (closest emulation) */
         kept = (errst){0};
@@ -406,8 +429,8 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         free(L[run]);
     }
     cudaFree(dq8); cudaFree(dk8); cudaFree(dvt8); cudaFree(dsq); cudaFree(dsk); cudaFree(dsv); cudaFree(dO);
-    cudaFree(dlse);
-    free(q); free(k); free(v); free(q8); free(k8); free(vt8); free(sq); free(sk); free(sv);
+    cudaFree(dlse); cudaFree(dmu);
+    free(q); free(k); free(v); free(q8); free(k8); free(vt8); free(sq); free(sk); free(sv); free(mu);
 }
 
 /* The shape sweep (reliability issue): every S from 1 to 260 (every residue
@@ -470,21 +493,25 @@ int main(int argc, char **argv)
     printf("test_gpu_attention: seed %llu (H3_TEST_SEED to repeat), device %s (sm_%d%d)\n", (unsigned long long)seed,
            prop.name, prop.major, prop.minor);
 
-    kernel_desc kernels[2];
+    kernel_desc kernels[4];
     int nk = 0;
     /* On sm_90 the portable kernel's e4m3 mma.sync runs as FP16 HMMA (ptxas
      * unpacks e4m3 to f16), whose FP32 accumulation is exact here; on sm_89
      * and sm_120 it is a native FP8 MMA with the truncating accumulator. */
-    kernels[nk++] = (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9};
-    if (h3k_attn_fp8_sm90_available() == 1)
-        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1};
-    else
+    kernels[nk++] = (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 0};
+    kernels[nk++] = (kernel_desc){"mma+vsmooth", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 1};
+    /* with V smoothed, attn_fp8_sm90 runs another variant (dit_block's default on Hopper) */
+    if (h3k_attn_fp8_sm90_available() == 1) {
+        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 0};
+        kernels[nk++] = (kernel_desc){"sm90+vsmooth", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 1};
+    } else
         printf("attn_fp8_sm90: not available on this build/device, not tested\n");
 
     static const int Ss[] = {1, 2, 63, 65, 127, 129, 1000, 4097};
     static const int Hs[] = {1, 3};
     for (int kx = 0; kx < nk && one_dist >= 0; kx++) run_case(&kernels[kx], one_S, one_H, one_dist);
-    for (int kx = 0; kx < nk && do_sweep && one_dist < 0; kx++) sweep(&kernels[kx]);
+    for (int kx = 0; kx < nk && do_sweep && one_dist < 0; kx++) /* the smoothed mma differs only in its epilogue */
+        if (!(kernels[kx].smooth && kernels[kx].run == h3k_attn_fp8_mma)) sweep(&kernels[kx]);
     for (int kx = 0; kx < nk && !do_sweep && one_dist < 0; kx++) {
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++)
             for (size_t hi = 0; hi < sizeof Hs / sizeof Hs[0]; hi++) run_case(&kernels[kx], Ss[si], Hs[hi], DIST_NORMAL);

@@ -328,12 +328,17 @@ typedef struct {
     float eps;
     uint8_t *q8, *k8, *vt8;
     float *sq, *sk, *sv;
+    float *vmu; /* V smoothing: computed by h3k_v_mean inside the launch (NULL: none) */
 } qk_ctx;
 static int qk_launch(void *p)
 {
     qk_ctx *c = p;
-    return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, c->eps, c->omega, c->q8, c->k8, c->vt8,
-                                  c->sq, c->sk, c->sv, 0);
+    if (c->vmu) {
+        const int rc = h3k_v_mean(c->qkv + 256, 3L * 128 * c->H, 384, c->S, c->H, c->vmu, 0);
+        if (rc) return rc;
+    }
+    return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, c->eps, c->omega, c->vmu, c->q8, c->k8,
+                                  c->vt8, c->sq, c->sk, c->sv, 0);
 }
 
 /* codes: exact = 1 requires identity. */
@@ -379,7 +384,10 @@ static int cmp_scales(const char *what, const float *gpu, const float *ref, size
     return ok;
 }
 
-static void test_qk(int S, int H)
+/* smooth: V gets per-(head, dim) offsets up to +-4 (as a GEMM output's
+ * channel means) and is quantised less its mean, which h3k_v_mean must
+ * reproduce bit for bit (fixed summation order). */
+static void test_qk(int S, int H, int smooth)
 {
     h3_config cfg = h3_config_tiny();
     cfg.heads = H;
@@ -405,6 +413,20 @@ static void test_qk(int S, int H)
             memset(&qkv[(size_t)i * W3 + 384 * 2], 0, 256);       /* q of head 2, group 0 */
         }
     }
+    if (smooth)
+        for (int i = 0; i < S; i++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < 128; d++) {
+                    if (H >= 3 && h == 1 && i < 128) continue; /* keep the all-zero group */
+                    uint16_t *e = &qkv[(size_t)i * W3 + 384 * h + 256 + d];
+                    const float off = (float)(8.0 * h3_uniform(g_seed, 1003, (uint64_t)h * 128 + d) - 4.0);
+                    *e = h3_f32_to_bf16(h3_bf16_to_f32(*e) + off);
+                }
+    float *rmu = NULL;
+    if (smooth) {
+        rmu = xmalloc((size_t)H * 128 * 4);
+        cpu_v_mean(qkv + 256, W3, 384, S, H, rmu);
+    }
     fill_bf16_normal(qw, 128, 1.0f, 0.3f);
     fill_bf16_normal(kw, 128, 1.0f, 0.3f);
     for (int i = 0; i < S; i++) {
@@ -417,16 +439,21 @@ static void test_qk(int S, int H)
     float *rsq = xmalloc(ns * 4), *rsk = xmalloc(ns * 4), *rsv = xmalloc(ns * 4);
     /* fill the CPU outputs with a pattern first: every element must be written by the CPU too */
     memset(rq, 0x7f, n8), memset(rk, 0x7f, n8), memset(rv, 0x7f, n8);
-    cpu_qk_norm_rope_quant(&cfg, qkv, pos, qw, kw, S, rq, rk, rv, rsq, rsk, rsv);
+    cpu_qk_norm_rope_quant(&cfg, qkv, pos, qw, kw, S, rmu, rq, rk, rv, rsq, rsk, rsv);
     qk_ctx c = {upload(qkv, nq * 2), upload(qw, 256), upload(kw, 256), upload(pos, (size_t)S * 12), omega, S, H,
-                cfg.eps, dalloc(n8), dalloc(n8), dalloc(n8), dalloc(ns * 4), dalloc(ns * 4), dalloc(ns * 4)};
+                cfg.eps, dalloc(n8), dalloc(n8), dalloc(n8), dalloc(ns * 4), dalloc(ns * 4), dalloc(ns * 4),
+                smooth ? dalloc((size_t)H * 128 * 4) : NULL};
     uint8_t *gq = xmalloc(n8), *gk = xmalloc(n8), *gv = xmalloc(n8);
-    float *gsq = xmalloc(ns * 4), *gsk = xmalloc(ns * 4), *gsv = xmalloc(ns * 4);
-    outbuf o[6] = {{c.q8, n8, gq}, {c.k8, n8, gk}, {c.vt8, n8, gv}, {c.sq, ns * 4, gsq}, {c.sk, ns * 4, gsk},
-                   {c.sv, ns * 4, gsv}};
+    float *gsq = xmalloc(ns * 4), *gsk = xmalloc(ns * 4), *gsv = xmalloc(ns * 4), *gmu = xmalloc((size_t)H * 128 * 4);
+    outbuf o[7] = {{c.q8, n8, gq}, {c.k8, n8, gk}, {c.vt8, n8, gv}, {c.sq, ns * 4, gsq}, {c.sk, ns * 4, gsk},
+                   {c.sv, ns * 4, gsv}, {c.vmu, (size_t)H * 128 * 4, gmu}};
     char what[160];
-    snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d", S, H);
-    if (run_twice(what, qk_launch, &c, o, 6, 1) >= 0) {
+    snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s", S, H, smooth ? " V smoothed" : "");
+    if (run_twice(what, qk_launch, &c, o, smooth ? 7 : 6, 1) >= 0) {
+        if (smooth) {
+            snprintf(what, sizeof what, "v_mean S=%d H=%d", S, H);
+            cmp_scales(what, gmu, rmu, (size_t)H * 128, 1);
+        }
         snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d q8", S, H);
         cmp_codes(what, gq, rq, n8, 0);
         snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d k8", S, H);
@@ -441,9 +468,9 @@ static void test_qk(int S, int H)
         cmp_scales(what, gsv, rsv, ns, 1);
     }
     cudaFree((void *)c.qkv), cudaFree((void *)c.qw), cudaFree((void *)c.kw), cudaFree((void *)c.pos);
-    cudaFree(c.q8), cudaFree(c.k8), cudaFree(c.vt8), cudaFree(c.sq), cudaFree(c.sk), cudaFree(c.sv);
+    cudaFree(c.q8), cudaFree(c.k8), cudaFree(c.vt8), cudaFree(c.sq), cudaFree(c.sk), cudaFree(c.sv), cudaFree(c.vmu);
     free(qkv), free(qw), free(kw), free(pos), free(rq), free(rk), free(rv), free(rsq), free(rsk), free(rsv);
-    free(gq), free(gk), free(gv), free(gsq), free(gsk), free(gsv);
+    free(gq), free(gk), free(gv), free(gsq), free(gsk), free(gsv), free(gmu), free(rmu);
 }
 
 /* ================= GEMM ================= */
@@ -791,7 +818,8 @@ int main(int argc, char **argv)
     for (int hi = 0; hi < 3; hi++)
         for (int i = 0; i < NS; i++) {
             if (g_quick && HL[hi] == 56 && S_LIST[i] > 1000) continue;
-            test_qk(S_LIST[i], HL[hi]);
+            test_qk(S_LIST[i], HL[hi], 0);
+            test_qk(S_LIST[i], HL[hi], 1);
         }
 
     char err[256];

@@ -257,16 +257,23 @@ void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const ui
     rows_vs_cpu(r, k, stage, "vs cpu", stage, ref, y_gpu, N);
 }
 
-void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const uint8_t *q8, const uint8_t *k8,
-                       const uint8_t *vt8, const float *sq, const float *sk, const float *sv)
+void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, const uint8_t *q8,
+                       const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv)
 {
     const int H = k->cfg->heads, Sp = h3_pad_tokens(k->S), G = h3_groups(k->S);
     const size_t nq = (size_t)H * Sp * 128, ns = (size_t)H * G;
     uint8_t *rq = malloc(nq), *rk = malloc(nq), *rv = malloc(nq);
-    float *rs = malloc(ns * 3 * sizeof(float));
-    CHECK(rq && rk && rv && rs, "out of host memory");
-    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rq, rk, rv,
-                           rs, rs + ns, rs + 2 * ns);
+    float *rs = malloc(ns * 3 * sizeof(float)), *rmu = vmu ? malloc((size_t)H * 128 * sizeof(float)) : NULL;
+    CHECK(rq && rk && rv && rs && (rmu || !vmu), "out of host memory");
+    if (vmu) { /* V smoothing: the mean is summed in a fixed order, so it must agree bit for bit */
+        const int I = h3_attn_width(k->cfg);
+        cpu_v_mean(qkv + 256, 3L * I, 384, k->S, H, rmu);
+        report_check *c = report_add_check(r, "qk_norm_rope_quant", "v mean vs cpu");
+        set_tol(c, "quant_exact");
+        compare_scales(c, vmu, rmu, (long)H * 128, 0);
+    }
+    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rmu, rq, rk,
+                           rv, rs, rs + ns, rs + 2 * ns);
     const char *what[3] = {"q8 codes vs cpu", "k8 codes vs cpu", "vt8 codes vs cpu"};
     const uint8_t *got[3] = {q8, k8, vt8}, *ref[3] = {rq, rk, rv};
     for (int i = 0; i < 3; i++) {
@@ -288,17 +295,18 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
     free(rk);
     free(rv);
     free(rs);
+    free(rmu);
 }
 
-void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const uint8_t *q8,
-                        const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv,
-                        const uint16_t *O_gpu, const float *lse_gpu)
+void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const float *vmu,
+                        const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                        const float *sv, const uint16_t *O_gpu, const float *lse_gpu)
 {
     const int H = k->cfg->heads, I = h3_attn_width(k->cfg), S = k->S, n = k->natt;
     uint16_t *ref = malloc((size_t)n * I * 2), *got = malloc((size_t)n * I * 2);
     float *lref = malloc((size_t)H * n * 4), *lgot = malloc((size_t)H * n * 4);
     CHECK(ref && got && lref && lgot, "out of host memory");
-    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, S, H, key_tile, 1, k->att_rows, n, ref, lref);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, vmu, S, H, key_tile, 1, k->att_rows, n, ref, lref);
     h3_gather_rows_bf16(O_gpu, I, k->att_rows, n, got);
     for (int h = 0; h < H; h++)
         for (int i = 0; i < n; i++) lgot[(size_t)h * n + i] = lse_gpu[(size_t)h * S + k->att_rows[i]];

@@ -61,11 +61,12 @@ void h3_check_rmsnorm_mod(report *r, const h3_check_ctx *k, const char *stage, c
                           const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *out_gpu);
 void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *W, int N,
                    int K, const uint16_t *y_gpu);
-void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const uint8_t *q8, const uint8_t *k8,
-                       const uint8_t *vt8, const float *sq, const float *sk, const float *sv);
-void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const uint8_t *q8,
-                        const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv,
-                        const uint16_t *O_gpu, const float *lse_gpu);
+/* vmu: the GPU's V smoothing mean [H*128] (NULL: V not smoothed) */
+void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, const uint8_t *q8,
+                       const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv);
+void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const float *vmu,
+                        const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                        const float *sv, const uint16_t *O_gpu, const float *lse_gpu);
 void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *y,
                             const uint16_t *mod, int slot_gate, const uint16_t *out_gpu);
 void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu);

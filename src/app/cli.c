@@ -33,6 +33,10 @@ static const char *usage_text =
     "  --sample N         rows checked per stage with --check stages (default 256)\n"
     "  --attn KERNEL      auto (default: sm90 on Hopper, else mma), mma (portable mma.sync),\n"
     "                     sm90 (wgmma + TMA, sm_90a only)\n"
+    "  --smooth-v on|off  V smoothing (default on for one GPU): V's per-channel mean is taken out\n"
+    "                     before FP8 quantisation and added back to the attention output (exact\n"
+    "                     for softmax; lets the Hopper kernel keep O in the tensor cores); not\n"
+    "                     with --gpus P > 1 or --cpu\n"
     "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
     "                     output channel) and activations (one per token), cuBLASLt FP8 (on the CPU\n"
     "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
@@ -109,6 +113,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->warmup = 2;
     o->sample = 256;
     o->gpus = 1;
+    o->smooth_v = -1;
     o->gemm = "bf16";
     int check_given = 0;
     for (int i = 1; i < argc; i++) {
@@ -162,6 +167,11 @@ void parse_cli(int argc, char **argv, cli_options *o)
             else if (!strcmp(v, "mma")) o->attn = ATTN_MMA;
             else if (!strcmp(v, "sm90")) o->attn = ATTN_SM90;
             else usage_error("--attn: '%s' is not one of auto, mma, sm90%s", v, "");
+        } else if (!strcmp(a, "--smooth-v")) {
+            TAKE();
+            if (!strcmp(v, "on")) o->smooth_v = 1;
+            else if (!strcmp(v, "off")) o->smooth_v = 0;
+            else usage_error("--smooth-v: '%s' is not one of on, off%s", v, "");
         } else if (!strcmp(a, "--gemm")) {
             TAKE();
             o->fp8_mask = parse_gemm(v);
@@ -187,8 +197,12 @@ void parse_cli(int argc, char **argv, cli_options *o)
     if (!o->weights) usage_error("--weights FILE is required%s%s", "", "");
     if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)%s%s", "", "");
     if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2%s%s", "", "");
+    if (o->smooth_v == 1 && o->path == PATH_CPU)
+        usage_error("--smooth-v on: the CPU path does not smooth V (its chain quantises V chunk by chunk)%s%s", "", "");
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
+        if (o->smooth_v == 1)
+            usage_error("--smooth-v on: not with --gpus (each rank would need V's mean over all tokens)%s%s", "", "");
         if (check_given && o->check != CHECK_NONE)
             usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)%s%s",
                         "", "");

@@ -94,6 +94,7 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_al
     A(d->sq, H * G * 4, 0);
     A(d->sk, H * G * 4, 0);
     A(d->sv, H * G * 4, 0);
+    A(d->vmu, H * 128 * 4, 0);
     A(d->O, Su * I * 2, 0);
     A(d->lse, H * Su * 4, 0);
     A(d->y1, Su * C * 2, 0);
@@ -238,16 +239,21 @@ void h3r_run_op(block_run *br, int op)
                                    H3_SLOT_SCALE_MSA, d->a, br->st));
         break;
     case OP_QKV: gemm(br, G_QKV, d->a, d->a8, d->sa, d->qkv, 3 * I, C); break;
-    case OP_QUANT:
+    case OP_QUANT: {
+        const float *vmu = br->smooth_v ? d->vmu : NULL;
+        if (vmu) LAUNCH(h3k_v_mean(d->qkv + 256, 3L * I, 384, S, H, d->vmu, br->st)); /* V of head h at 384h + 256 */
         LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->pos, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, br->omega,
-                                      d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
+                                      vmu, d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;
-    case OP_ATTN:
+    }
+    case OP_ATTN: {
+        const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (br->use_sm90)
-            LAUNCH(h3k_attn_fp8_sm90(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, S, H, d->O, d->lse, br->st));
+            LAUNCH(h3k_attn_fp8_sm90(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         else
-            LAUNCH(h3k_attn_fp8_mma(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, S, H, d->O, d->lse, br->st));
+            LAUNCH(h3k_attn_fp8_mma(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         break;
+    }
     case OP_OUTQ: LAUNCH(h3k_quant_rows_e4m3(d->O, S, I, d->O8, d->sO, br->st)); break;
     case OP_OUT: gemm(br, G_OUT, d->O, d->O8, d->sO, d->y1, C, I); break;
     case OP_RES1_NORM2:
@@ -431,10 +437,12 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     uint8_t *q8 = host_copy(d->q8, (size_t)H * Sp * 128), *k8 = host_copy(d->k8, (size_t)H * Sp * 128),
             *vt8 = host_copy(d->vt8, (size_t)H * Sp * 128);
     float *sq = host_copy(d->sq, H * G * 4), *sk = host_copy(d->sk, H * G * 4), *sv = host_copy(d->sv, H * G * 4);
-    h3_check_qk_quant(r, &k, qkv, q8, k8, vt8, sq, sk, sv);
+    float *vmu = br->smooth_v ? host_copy(d->vmu, (size_t)H * 128 * 4) : NULL;
+    h3_check_qk_quant(r, &k, qkv, vmu, q8, k8, vt8, sq, sk, sv);
     uint16_t *O = host_copy(d->O, (size_t)S * I * 2);
     float *lse = host_copy(d->lse, (size_t)H * S * 4);
-    h3_check_attention(r, &k, key_tile, qkv, q8, k8, vt8, sq, sk, sv, O, lse);
+    h3_check_attention(r, &k, key_tile, qkv, vmu, q8, k8, vt8, sq, sk, sv, O, lse);
+    free(vmu);
     free(qkv);
     free(q8);
     free(k8);
@@ -544,13 +552,19 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         return -1;
     }
     br.use_sm90 = o->attn == ATTN_SM90 || (o->attn == ATTN_AUTO && sm90_ok);
+    br.smooth_v = o->smooth_v != 0; /* on unless --smooth-v off */
     int key_tile = br.use_sm90 ? h3k_attn_fp8_sm90_key_tile() : h3k_attn_fp8_mma_key_tile();
     cpu_rope_omega(c, br.omega);
 
     snprintf(r->path, sizeof r->path, "gpu");
     snprintf(r->device, sizeof r->device, "%s", gi->name);
-    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s (key tile %d)",
-             br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", key_tile);
+    char variant[16] = "";
+    if (br.use_sm90) /* the name's first word, "vN" */
+        snprintf(variant, sizeof variant, " %.*s", (int)strcspn(h3k_attn_fp8_sm90_variant_name(br.smooth_v), " "),
+                 h3k_attn_fp8_sm90_variant_name(br.smooth_v));
+    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s",
+             br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", variant, key_tile,
+             br.smooth_v ? ", V smoothed" : "");
     h3r_gemm_desc(br.fp8_mask, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;

@@ -43,6 +43,7 @@ typedef struct {
     uint8_t *q8, *k8; // [H][S_pad][128]
     uint8_t *vt8;   // [H][128][S_pad]
     float *sq, *sk, *sv; // [H][G]
+    float *vmu;     // [H*128] V smoothing's mean (used when block_run.smooth_v)
     uint16_t *O;    // [S][I]
     float *lse;     // [H][S]
     uint16_t *y1;   // [S][C]
@@ -72,6 +73,7 @@ typedef struct {
 typedef struct {
     const h3_config *cfg;
     int S, use_sm90;
+    int smooth_v; /* V smoothing: vmu computed and used by quant and attention */
     int fp8_mask; /* bit G_x: that GEMM runs in FP8 and its producer writes e4m3 rows (0: all BF16) */
     float omega[16];
     h3_lt *lt;

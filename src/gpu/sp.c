@@ -271,10 +271,12 @@ static void run_block(sp_ctx *x)
     for (int j = 0; j < x->P; j++) {
         sp_rank *b = &x->rk[j];
         CUDA_CHECK(cudaSetDevice(b->dev));
-        int rc = b->br.use_sm90 ? h3k_attn_fp8_sm90(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, x->S, x->Hl,
-                                                    b->aO, b->alse, b->br.st)
-                                : h3k_attn_fp8_mma(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, x->S, x->Hl,
-                                                   b->aO, b->alse, b->br.st);
+        /* no V smoothing here: each rank quantises its own tokens, and the
+         * mean would have to be over all of them (an all-reduce) */
+        int rc = b->br.use_sm90 ? h3k_attn_fp8_sm90(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, NULL, x->S,
+                                                    x->Hl, b->aO, b->alse, b->br.st)
+                                : h3k_attn_fp8_mma(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, NULL, x->S,
+                                                   x->Hl, b->aO, b->alse, b->br.st);
         if (rc) {
             fprintf(stderr, "dit_block: attention launch failed on rank %d: %s\n", j, cudaGetErrorString((cudaError_t)rc));
             exit(1);
@@ -359,6 +361,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         br->S = a->S_r;
         br->fp8_mask = fp8_mask;
         br->use_sm90 = use_sm90;
+        br->smooth_v = 0;
         cpu_rope_omega(c, br->omega);
         if (x->one_device && rr > 0) {
             br->st = shared_st;

@@ -17,7 +17,11 @@
  * keys permuted), so the benchmark does not depend on the code it measures.
  * Several operand sets (>= 2, together >= 3x the L2 size) are rotated so no
  * run finds its inputs in L2. CUDA events around every launch, warm-up first,
- * median (and min) of --reps runs. TFLOPS = 4 S^2 128 H / t. --quant also
+ * median (and min) of --reps runs. TFLOPS = 4 S^2 128 H / t. Row
+ * h3_fp8_sm90_vs: the Hopper kernel on the smoothed-V path that dit_block
+ * takes by default (a V mean passed: its own variant and the mean added in
+ * the epilogue; the mean passed is 0, exact for this unsmoothed N(0,1) V).
+ * --quant also
  * times h3k_qk_norm_rope_quant (the fused stage that feeds attention).
  *
  * Accuracy (--accuracy): at S = 8192, H = 8, on N(0,1) inputs and on FA3's
@@ -49,13 +53,19 @@
 #define MAX_SETS 6
 
 typedef int (*attn_fn)(const uint8_t *, const uint8_t *, const uint8_t *, const float *, const float *, const float *,
-                       int, int, uint16_t *, float *, h3_stream);
+                       const float *, int, int, uint16_t *, float *, h3_stream);
 
 typedef struct {
     const char *name;
     attn_fn fn;
     int enabled;
+    int smooth; /* called with a V mean: the smoothed-V path (sm90: its own variant; the epilogue adds the mean) */
 } kernel_t;
+
+/* The V mean the smoothed-V rows pass: zeros. The benchmark's V is N(0,1)
+ * (mean ~0) and quantised without smoothing, which a zero mean keeps exact;
+ * the kernel runs the same code as with a real mean. */
+static float *g_zero_mu;
 
 typedef struct {
     char kernel[32];
@@ -269,7 +279,8 @@ static int launch_attn(void *vctx, int set)
 {
     attn_ctx *c = vctx;
     const opset *o = &c->sets[set];
-    return c->k->fn(o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, c->S, c->H, c->O, c->lse, 0);
+    return c->k->fn(o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, c->k->smooth ? g_zero_mu : NULL, c->S, c->H, c->O,
+                    c->lse, 0);
 }
 
 typedef struct {
@@ -285,8 +296,8 @@ static int launch_quant(void *vctx, int set)
 {
     quant_ctx *c = vctx;
     const opset *o = &c->sets[set];
-    return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, 1e-5f, c->omega, o->q8, o->k8, o->vt8,
-                                  o->sq, o->sk, o->sv, 0);
+    return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, 1e-5f, c->omega, NULL, o->q8, o->k8,
+                                  o->vt8, o->sq, o->sk, o->sv, 0);
 }
 
 /* Set when a kernel left the context unusable (illegal address, launch failure):
@@ -428,7 +439,8 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
                 continue;
             }
             CK(cudaMemset(O, 0xff, nx * 2));
-            int krc = ks[i].fn(set.q8, set.k8, set.vt8, set.sq, set.sk, set.sv, S, H, O, lse, 0);
+            int krc = ks[i].fn(set.q8, set.k8, set.vt8, set.sq, set.sk, set.sv, ks[i].smooth ? g_zero_mu : NULL, S,
+                               H, O, lse, 0);
             if (!krc) krc = (int)cudaDeviceSynchronize();
             if (krc) {
                 status_from_rc(a->status, sizeof a->status, krc);
@@ -499,7 +511,7 @@ static int selfcheck(uint64_t seed)
     CK(cudaMemcpy(gs + 2 * H * G, o.sv, H * G * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
     memset(c8, 0x55, 3 * nop);
-    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
+    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
     long dbytes = 0, dscales = 0;
     for (size_t i = 0; i < 3 * nop; i++) dbytes += g8[i] != c8[i];
     for (int i = 0; i < 3 * H * G; i++) dscales += gs[i] != cs[i];
@@ -609,12 +621,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_attn: this build has no machine code for %s; rebuild with H3_CUDA_ARCHS\n", g_device);
         return 2;
     }
-    kernel_t ks[2] = {{"h3_fp8_mma", h3k_attn_fp8_mma, strstr(kernels, "mma") != NULL},
-                      {"h3_fp8_sm90", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL}};
+    /* sm90 twice: as for unsmoothed V, and on the smoothed-V path (dit_block's default) */
+    kernel_t ks[3] = {{"h3_fp8_mma", h3k_attn_fp8_mma, strstr(kernels, "mma") != NULL, 0},
+                      {"h3_fp8_sm90", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL, 0},
+                      {"h3_fp8_sm90_vs", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL, 1}};
     if (ks[1].enabled && !h3k_attn_fp8_sm90_available()) {
         printf("bench_attn: h3k_attn_fp8_sm90 not available on this device/build; skipped\n");
-        ks[1].enabled = 0;
+        ks[1].enabled = ks[2].enabled = 0;
     }
+    const int maxH = H > acc_H ? H : acc_H;
+    CK(cudaMalloc((void **)&g_zero_mu, sizeof(float) * 128 * (size_t)maxH));
+    CK(cudaMemset(g_zero_mu, 0, sizeof(float) * 128 * (size_t)maxH));
     if (!no_selfcheck) {
         int sc = selfcheck(seed);
         snprintf(g_selfcheck, sizeof g_selfcheck, "%s", sc ? "FAILED" : "ok");
@@ -622,14 +639,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_attn: WARNING: the self-check failed: accuracy figures below are suspect\n");
     }
     printf("bench_attn on %s: H = %d, %d warm-up + %d timed runs, median\n", g_device, H, warmup, reps);
-    if (ks[1].enabled) printf("attn_fp8_sm90 variant: %s\n", h3k_attn_fp8_sm90_variant_name());
+    if (ks[1].enabled)
+        printf("attn_fp8_sm90 variant: %s; with smoothed V (h3_fp8_sm90_vs): %s\n", h3k_attn_fp8_sm90_variant_name(0),
+               h3k_attn_fp8_sm90_variant_name(1));
 
     if (!acc_only) {
         printf("%-20s %7s %4s %4s %10s %10s %9s  %s\n", "kernel", "S", "H", "sets", "median_ms", "min_ms",
                "TFLOPS", "status");
         for (int si = 0; si < nseq; si++) {
             int first = g_nrows;
-            bench_one_S(seqs[si], H, ks, 2, warmup, reps, do_quant, seed, (size_t)prop.l2CacheSize);
+            bench_one_S(seqs[si], H, ks, 3, warmup, reps, do_quant, seed, (size_t)prop.l2CacheSize);
             for (int i = first; i < g_nrows; i++) {
                 const row_t *r = &g_rows[i];
                 if (r->gbs > 0)
@@ -648,7 +667,7 @@ int main(int argc, char **argv)
         }
     }
     if (do_acc) {
-        accuracy(acc_S, acc_H, ks, 2, seed);
+        accuracy(acc_S, acc_H, ks, 3, seed);
         printf("\naccuracy vs FP64 (S = %d, H = %d; goals: rel RMS <= 3%% on normal, RMSE <= 9.1e-3 on stress)\n",
                acc_S, acc_H);
         printf("%-14s %-7s %10s %10s %10s %11s  %s\n", "kernel", "dist", "rel_rms", "rmse", "max_abs", "bf16_floor",
