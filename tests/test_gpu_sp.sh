@@ -4,6 +4,7 @@
 # weights and inputs: the outputs must agree within the attention tolerance
 # (relative RMS <= 5e-3; only the GEMMs' cuBLASLt algorithms for S/P rows
 # and the per-rank summation order differ, attention is the same per head).
+# The reference runs with --smooth-v off: the ranks do not smooth V.
 #   Always (one GPU): --sp-one-device, every rank on GPU 0: tiny block
 #   (2 heads) P = 2 at 300 tokens; full-size block at 5000 tokens (40 groups,
 #   ragged last) for P = 2, 4, 7, 8, both GEMM modes for P = 8; the tiny
@@ -27,7 +28,7 @@ one() {
   local w=$1 n=$2 tag=$3 gemm=$4; shift 4
   local ref=$work/ref_$(basename "$w" .safetensors)_${n}_${gemm//[:,]/_}.safetensors
   if [ ! -f "$ref" ]; then
-    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --check none --repeat 1 --warmup 0 --quiet \
+    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v off --check none --repeat 1 --warmup 0 --quiet \
       --output "$ref" >"$work/ref.log" 2>&1 || { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
   fi
   local out=$work/sp_$tag.safetensors
