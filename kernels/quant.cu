@@ -281,8 +281,10 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, con
 }
 
 /* ---- V smoothing's mean: one CTA per 64 columns (within one head), warp w
- * sums tokens w, w + 16, ... of its lane's two columns in double, then the
- * 16 partial sums are added in warp order (config.h H3_VMEAN_LANES). */
+ * of H3_VMEAN_LANES (config.h) sums tokens w, w + LANES, ... of its lane's
+ * two columns in double, then the partial sums are added in warp order.
+ * 32 warps per CTA: with 16 the 112 CTAs of H = 56 kept too few loads in
+ * flight (1.2 TB/s). */
 #define VMEAN_COLS 64
 __global__ void __launch_bounds__(32 * H3_VMEAN_LANES)
     v_mean_kernel(const uint16_t *__restrict__ v, long ld, int stride_h, int S, float *__restrict__ mu)

@@ -124,7 +124,7 @@ static inline int h3_groups(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP; }
  * summed in double in a fixed order so that CPU and GPU get the same FP32
  * mean bit for bit: token s adds to partial sum s % H3_VMEAN_LANES in token
  * order, then the partials are added in lane order, then divided by S. */
-#define H3_VMEAN_LANES 16
+#define H3_VMEAN_LANES 32
 
 /* V is stored transposed ([H][D][S_pad]) with its keys permuted inside every
  * 16-key group, so that the P tile can go from the QK^T accumulator fragment
