@@ -56,15 +56,15 @@ for s in $steps; do
       cuobjdump --dump-sass "$f" >"$OUT/$(basename "$f" .cu.o).sass" 2>&1
       echo "$(basename "$f"): $(grep -c QGMMA "$OUT/$(basename "$f" .cu.o).sass") QGMMA, $(grep -cE 'HMMA|QMMA' "$OUT/$(basename "$f" .cu.o).sass") HMMA/QMMA, $(grep -cE 'LDL|STL' "$OUT/$(basename "$f" .cu.o).sass") LDL/STL"
     done | tee -a "$OUT/session.log" ;;
-  ncu)
+  ncu) # the three launches: attn_fp8_mma, attn_fp8_sm90 without and with a V mean (v16, v78)
     log ncu
     if [ -x "$BUILD/tools/bench/bench_attn" ]; then
-      timeout 200 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 2 \
+      timeout 200 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section Occupancy --section LaunchStats --section WarpStateStats \
         "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
       summary+=("ncu: rc=$?")
-      timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 2 \
+      timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
         --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
         "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
       grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration" "$OUT/ncu.log" | head -70
