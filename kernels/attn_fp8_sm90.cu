@@ -40,11 +40,14 @@
  *        faster than 16 but its truncated in-tensor-core sums put 1.4% on O
  *        when V has a mean (16: 0.17%), so 16 stays the default.
  *     78 wg3 never folded (O sums all key tiles inside the tensor cores'
- *        truncating accumulator): 7% faster than 16 and as close to the
- *        emulation as 16 when V has zero mean, 38% off when V has a mean;
- *        so it is the default only when V is smoothed (its per-channel mean
- *        subtracted before quantising and added to O here; cpu_ref.h,
- *        docs/perf.md 2026-12-04).
+ *        truncating accumulator, no FP32 copy in shared memory at all):
+ *        10% faster than 16 and as close to the emulation as 16 when V has
+ *        zero mean, 38% off when V has a mean; so it is the default only
+ *        when V is smoothed (its per-channel mean subtracted before
+ *        quantising and added to O here, kFVMean; cpu_ref.h, docs/perf.md
+ *        2026-12-04). Dropping the unused 96 KB FP32 copy (zeroed and read
+ *        back once per CTA) made it 4.8% faster; 3 or 4 K/V stages in the
+ *        freed space did not help (27.36-27.50 vs 27.35 ms).
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -795,11 +798,12 @@ __global__ void __launch_bounds__(kThreads, 1)
  * (4 kFlush truncating k-step additions, see issue_pv) and is then folded
  * into an FP32 copy in shared memory (64 floats per thread, laid out so a
  * warp's 16-byte accesses are contiguous): o32 = o32 * 2^(m_flush - m) + o.
- * Shared memory: Q 24 KB | K[St], V[St] 16 KB each | o32 96 KB | mbarriers. */
+ * Shared memory: Q 24 KB | K[St], V[St] 16 KB each | o32 96 KB | mbarriers.
+ * kFlush = 0: never folded (V smoothed: see kFVMean), no o32 at all. */
 constexpr int kWg3Rows = 192, kWg3Threads = 512, kWg3Consumers = 3;
-template <int St> struct SmemLayout3 {
+template <int St, bool kO32 = true> struct SmemLayout3 {
     static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + St * kTile, kOffO = kOffV + St * kTile,
-                              kOffBar = kOffO + kWg3Consumers * 128 * 64 * 4;
+                              kOffBar = kOffO + (kO32 ? kWg3Consumers * 128 * 64 * 4 : 0);
     static constexpr int kBytes = (int)kOffBar + 128 + 1024;
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
 };
@@ -814,7 +818,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
-    using L = SmemLayout3<kStages>;
+    using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV, sO = base + L::kOffO;
@@ -857,7 +861,15 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
         Consumer c;
         float mf0, mf1; /* the max o32 is relative to */
-        start_folded(c, o32, mf0, mf1);
+        if constexpr (kFlush != 0) {
+            start_folded(c, o32, mf0, mf1);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
+            c.m0 = c.m1 = -INFINITY;
+            c.l0 = c.l1 = 0.f;
+            (void)o32, (void)mf0, (void)mf1;
+        }
 
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
         const int klast = S - (nkt - 1) * kBN;
@@ -883,16 +895,17 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
-            issue_pv_to(c.o, c, sV + st * kTile, n % kFlush != 0);
+            issue_pv_to(c.o, c, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
             sm90::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
             release(bars.vempty(st), lane);
-            if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
+            if constexpr (kFlush != 0)
+                if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
         }
-        unfold_o(c, o32, mf0, mf1);
+        if constexpr (kFlush != 0) unfold_o(c, o32, mf0, mf1);
         store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
@@ -1152,7 +1165,8 @@ template <int St, unsigned F> static Variant make_variant(const char *name)
 
 template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St>::kBytes, name, kWg3Rows, kWg3Threads,
+    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St, Flush != 0>::kBytes, name, kWg3Rows,
+                   kWg3Threads,
                    (F & kFVMean) != 0};
 }
 
@@ -1172,7 +1186,7 @@ static const Variant *variants(int *count)
         make_variant<2, kFOverlap | kFExpScale | kFXTrace>("v60 DIAGNOSTIC v16 with a clock64 trace"),
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
-        make_variant3<2, 1 << 20, kFExpScale | kFVMean>("v78 wg3, O never folded, V's mean added (for smoothed V)"),
+        make_variant3<2, 0, kFExpScale | kFVMean>("v78 wg3, O never folded, V's mean added (for smoothed V)"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),

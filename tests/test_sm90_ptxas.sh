@@ -19,7 +19,7 @@ if ! "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$her
   tail -20 "$log"
   exit 1
 fi
-kernels=$(grep -c "Compiling entry function '.*h3k_attn_fp8_sm90_kernel" "$log")
+kernels=$(grep -c "Compiling entry function '.*h3k_attn_fp8_sm90_\(wg3p\?_\)\?kernel" "$log")
 if [ "$kernels" -lt 2 ]; then
   echo "FAIL: ptxas -v listed $kernels attn_fp8_sm90 kernels (expected every variant)"
   exit 1
