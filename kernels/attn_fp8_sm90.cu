@@ -41,7 +41,7 @@
  *        when V has a mean (16: 0.17%), so 16 stays the default.
  *     78 wg3 never folded (O sums all key tiles inside the tensor cores'
  *        truncating accumulator, no FP32 copy in shared memory at all):
- *        10% faster than 16 and as close to the emulation as 16 when V has
+ *        12% faster than 16 and as close to the emulation as 16 when V has
  *        zero mean, 38% off when V has a mean; so it is the default only
  *        when V is smoothed (its per-channel mean subtracted before
  *        quantising and added to O here, kFVMean; cpu_ref.h, docs/perf.md
