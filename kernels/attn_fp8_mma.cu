@@ -99,6 +99,9 @@ __device__ __forceinline__ void load_strip(uint32_t sK, uint32_t sV, const uint8
     for (int c = 0; c < 2; c++) h3a_cp_async16(sV + swz32(tid, c), vrow + c * 16);
 }
 
+/* kMu: V smoothing's mean added in the epilogue. A template flag, not a
+ * test of vmu: the run-time branch cost the sm_90a build 4 bytes of spills. */
+template <bool kMu>
 __global__ void __launch_bounds__(kThreads, 2)
 attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
                     const uint8_t *__restrict__ k8,  // [H][S_pad][128] e4m3
@@ -303,13 +306,13 @@ attn_fp8_mma_kernel(const uint8_t *__restrict__ q8,  // [H][S_pad][128] e4m3
             if (row < S) {
                 const float fin = (svmax * 0.00390625f) / l; /* undo 256 / svmax, then 1/l */
                 uint16_t *o = O + (size_t)row * I + (size_t)h * kD + 2 * t; // [S][H*128] bf16
-                const float *mu = vmu ? vmu + (size_t)h * kD + 2 * t : nullptr; /* V smoothing: O = fma(acc, fin, mu) */
+                const float *mu = kMu ? vmu + (size_t)h * kD + 2 * t : nullptr; /* V smoothing: O = fma(acc, fin, mu) */
 #pragma unroll
                 for (int n = 0; n < 16; n++)
                     *(uint32_t *)(o + 8 * n) =
-                        mu ? h3a_bf16x2(__fmaf_rn(acc[a][n][2 * half], fin, mu[8 * n]),
-                                        __fmaf_rn(acc[a][n][2 * half + 1], fin, mu[8 * n + 1]))
-                           : h3a_bf16x2(acc[a][n][2 * half] * fin, acc[a][n][2 * half + 1] * fin);
+                        kMu ? h3a_bf16x2(__fmaf_rn(acc[a][n][2 * half], fin, mu[8 * n]),
+                                         __fmaf_rn(acc[a][n][2 * half + 1], fin, mu[8 * n + 1]))
+                            : h3a_bf16x2(acc[a][n][2 * half] * fin, acc[a][n][2 * half + 1] * fin);
                 if (t == 0) lse[(size_t)h * S + row] = (m_run[r] + log2f(l)) * H3A_LN2;
             }
         }
@@ -330,11 +333,13 @@ extern "C" int h3k_attn_fp8_mma(const uint8_t *q8, const uint8_t *k8, const uint
     if ((uintptr_t)vmu & 3u) return (int)cudaErrorMisalignedAddress;
     const int G = h3_groups(S);
     const size_t smem = (size_t)kSmemBytes + (size_t)G * sizeof(float2) + kWarps * sizeof(float);
+    void (*kern)(const uint8_t *, const uint8_t *, const uint8_t *, const float *, const float *, const float *,
+                 const float *, int, int, uint16_t *, float *) = vmu ? attn_fp8_mma_kernel<true> : attn_fp8_mma_kernel<false>;
     if (smem > 48 * 1024) { /* opt-in beyond 48 KB: only for S > ~250k (G > 1024) */
-        cudaError_t e = cudaFuncSetAttribute(attn_fp8_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return (int)e;
     }
     dim3 grid((unsigned)G, (unsigned)H);
-    attn_fp8_mma_kernel<<<grid, kThreads, smem, (cudaStream_t)stream>>>(q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse);
+    kern<<<grid, kThreads, smem, (cudaStream_t)stream>>>(q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse);
     return (int)cudaGetLastError();
 }

@@ -463,7 +463,7 @@ static __device__ __forceinline__ void store_output(C &c, float svmax, int row0,
     const float f0 = (svmax * 0.00390625f) / c.l0, f1 = (svmax * 0.00390625f) / c.l1;
     const int row1 = row0 + 8;
     const size_t ld = (size_t)H * kD;
-    const float *mu = vmu + (size_t)h * kD + 2 * t; /* this thread's dims 8j + 2t, +1 (read only if kMu) */
+    const float *mu = kMu ? vmu + (size_t)h * kD + 2 * t : nullptr; /* this thread's dims 8j + 2t, +1 */
     if (row0 < S) {
         uint16_t *op = O + (size_t)row0 * ld + (size_t)h * kD + 2 * t;
 #pragma unroll
@@ -1222,9 +1222,12 @@ static int selected_variant(int smoothed)
     const Variant *v = variants(&n);
     const int def = smoothed ? H3_SM90_SMOOTH_VARIANT : H3_SM90_DEFAULT_VARIANT;
     int sel = variant_index(v, n, def);
-    if (sel < 0) { /* a build-time -DH3_SM90_DEFAULT_VARIANT / _SMOOTH_VARIANT that names no entry */
-        fprintf(stderr, "h3block: default variant %d names no variant; using %s\n", def, v[0].name);
-        sel = 0;
+    if (sel < 0 || v[sel].vmean != smoothed) { /* a build-time -DH3_SM90_{DEFAULT,SMOOTH}_VARIANT of no entry or the wrong mode */
+        int i = 0;
+        while (i < n - 1 && v[i].vmean != smoothed) ++i;
+        fprintf(stderr, "h3block: default variant %d is no variant %s V's mean; using %s\n", def,
+                smoothed ? "adding" : "without", v[i].name);
+        sel = i;
     }
     const char *env = getenv("H3_SM90_VARIANT");
     if (env && *env) {
@@ -1261,7 +1264,7 @@ static int probe_device(int dev)
     int n = 0;
     const Variant *v = variants(&n);
     cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, v[selected_variant(0)].fn) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&attr, v[0].fn) != cudaSuccess) { /* every variant is in the same image */
         (void)cudaGetLastError(); /* no sm_90a image in this build */
         return 0;
     }

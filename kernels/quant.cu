@@ -121,7 +121,6 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             const int i = i0 + 2 * t + part;
             float v[8];
             h3d_unpack8(xv[t], v);
-#pragma unroll
             if (i < n)
 #pragma unroll
                 for (int j = 0; j < 8; j++) am_v = fmaxf(am_v, fabsf(v[j] - vm[j]));
@@ -286,6 +285,7 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, con
  * 32 warps per CTA: with 16 the 112 CTAs of H = 56 kept too few loads in
  * flight (1.2 TB/s). */
 #define VMEAN_COLS 64
+static_assert(H3_VMEAN_LANES >= 1 && H3_VMEAN_LANES <= 32, "one warp per lane, at most 1024 threads per CTA");
 __global__ void __launch_bounds__(32 * H3_VMEAN_LANES)
     v_mean_kernel(const uint16_t *__restrict__ v, long ld, int stride_h, int S, float *__restrict__ mu)
 {

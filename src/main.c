@@ -161,6 +161,10 @@ int main(int argc, char **argv)
         snprintf(err, sizeof err, "--gpus %d: no usable GPU: %s", o.gpus, why_cpu);
         die_user(err);
     }
+    if (!use_gpu && o.smooth_v == 1) {
+        snprintf(err, sizeof err, "--smooth-v on: no usable GPU (%s), and the CPU path does not smooth V", why_cpu);
+        die_user(err);
+    }
     if (!use_gpu && o.fp8_mask && o.exact_cpu) {
         snprintf(err, sizeof err, "--gemm %s and --cpu-exact exclude each other (the FP8 chain uses the emulated FP8 attention)",
                  o.gemm);

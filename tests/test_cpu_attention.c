@@ -489,7 +489,6 @@ static void test_fp8_error(void)
     free(q); free(k); free(v); free(Oe); free(Of); free(q8); free(k8); free(vt8); free(sc);
 }
 
-/* The attention's fast e4m3 rounding equals numerics.h's encoder. */
 /* V smoothing (cpu_ref.h): on V with per-channel means (as a GEMM output
  * has), quantising V less its mean and adding the mean to O must cut the
  * FP8 error against exact attention; and cpu_v_mean must be the mean. */
@@ -537,6 +536,7 @@ static void test_v_smoothing(void)
     free(q); free(k); free(v); free(Oe); free(Of); free(q8); free(k8); free(vt8); free(sc); free(mu);
 }
 
+/* The attention's fast e4m3 rounding equals numerics.h's encoder. */
 static void test_round_e4m3(void)
 {
     int bad = 0;

@@ -3,7 +3,8 @@
 # The whole block on the GPU against the CPU reference:
 #   tiny config, 300 tokens (ragged tail): --check full, the CPU's own
 #   end-to-end chain over every row vs the GPU output, plus every stage check,
-#   with both attention kernels and both GEMM modes (bf16, fp8); then two
+#   with both attention kernels and both GEMM modes (bf16, fp8), V smoothed
+#   (the default) and, in BF16 mode, not (--smooth-v off); then two
 #   mixed modes (--gemm fp8:qkv,out and its complement fp8:fc1,fc2, so every
 #   producer writes each form next to a GEMM of the other precision), each
 #   GEMM and its producer checked the way its own precision is;
@@ -35,6 +36,17 @@ for gemm in bf16 fp8; do
       echo "FAIL tiny block, --attn $attn --gemm $gemm, --check full:"; tail -30 "$log"; fail=1
     fi
   done
+done
+# V smoothing is the default above; the plain contract (the kernels without
+# a mean, the checker's unsmoothed branch) once, with both kernels
+for attn in mma auto; do
+  log=$work/tiny_${attn}_nosmooth.log
+  if "$dit" --gpu --attn $attn --smooth-v off --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
+       --quiet >"$log" 2>&1 && ! grep -q "V smoothed" "$log"; then
+    echo "ok   tiny block, --attn $attn --smooth-v off, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
+  else
+    echo "FAIL tiny block, --attn $attn --smooth-v off, --check full:"; tail -30 "$log"; fail=1
+  fi
 done
 # precisions_checked LOG LIST: each GEMM in LIST was checked as FP8 (against
 # cpu_gemm_fp8, its producer's e4m3 rows), every other one as BF16.

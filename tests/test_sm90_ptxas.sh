@@ -2,8 +2,10 @@
 # test_sm90_ptxas.sh — the Hopper attention kernel compiles the way it was
 # designed: ptxas (-v) reports no wgmma serialisation (C7513..C7515: every
 # wgmma of the kernel then waits for the one before, silently several
-# percent slower) and no spills for any variant of attn_fp8_sm90.cu. These are
-# compile-time facts, so this runs on machines without a GPU (CI too).
+# percent slower) and no spills for any variant of attn_fp8_sm90.cu, nor for
+# the portable attn_fp8_mma.cu as built for sm_90a (what --attn mma runs on
+# Hopper). These are compile-time facts, so this runs on machines without a
+# GPU (CI too).
 #
 # Run alone: ctest -R test_sm90_ptxas
 #   (or: bash tests/test_sm90_ptxas.sh [NVCC] from the repository root)
@@ -34,5 +36,14 @@ if grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$log"; then
   echo "FAIL: a variant spills registers (lines above; the function precedes them in ptxas -v)"
   fail=1
 fi
-[ $fail -eq 0 ] && echo "ok: $kernels attn_fp8_sm90 variants, no wgmma serialisation, no spills"
+mlog=$(mktemp)
+if ! "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" \
+    -c "$here/kernels/attn_fp8_mma.cu" -o /dev/null -Xptxas -v >"$mlog" 2>&1; then
+  echo "FAIL: nvcc could not compile kernels/attn_fp8_mma.cu for sm_90a:"; tail -20 "$mlog"; fail=1
+elif grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$mlog"; then
+  echo "FAIL: attn_fp8_mma (sm_90a) spills registers"
+  fail=1
+fi
+rm -f "$mlog"
+[ $fail -eq 0 ] && echo "ok: $kernels attn_fp8_sm90 variants, no wgmma serialisation, no spills; attn_fp8_mma (sm_90a) no spills"
 exit $fail

@@ -21,6 +21,7 @@
  * h3_fp8_sm90_vs: the Hopper kernel on the smoothed-V path that dit_block
  * takes by default (a V mean passed: its own variant and the mean added in
  * the epilogue; the mean passed is 0, exact for this unsmoothed N(0,1) V).
+ * With H3_SM90_VARIANT=N only the row of vN's mode is timed.
  * --quant also
  * times h3k_qk_norm_rope_quant (the fused stage that feeds attention).
  *
@@ -629,6 +630,16 @@ int main(int argc, char **argv)
         printf("bench_attn: h3k_attn_fp8_sm90 not available on this device/build; skipped\n");
         ks[1].enabled = ks[2].enabled = 0;
     }
+    /* H3_SM90_VARIANT=N names one variant, which runs in one mode only (with
+     * or without V's mean): time just that row, so the scripts that set it
+     * (sm90_ab.sh, sm90_variants.sh, attn_in_block.sh) measure vN itself. */
+    const char *venv = getenv("H3_SM90_VARIANT");
+    if (ks[1].enabled && venv && *venv) {
+        char want[24];
+        snprintf(want, sizeof want, "v%s ", venv);
+        const int smoothed = strncmp(h3k_attn_fp8_sm90_variant_name(1), want, strlen(want)) == 0;
+        ks[smoothed ? 1 : 2].enabled = 0;
+    }
     const int maxH = H > acc_H ? H : acc_H;
     CK(cudaMalloc((void **)&g_zero_mu, sizeof(float) * 128 * (size_t)maxH));
     CK(cudaMemset(g_zero_mu, 0, sizeof(float) * 128 * (size_t)maxH));
@@ -639,9 +650,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_attn: WARNING: the self-check failed: accuracy figures below are suspect\n");
     }
     printf("bench_attn on %s: H = %d, %d warm-up + %d timed runs, median\n", g_device, H, warmup, reps);
-    if (ks[1].enabled)
-        printf("attn_fp8_sm90 variant: %s; with smoothed V (h3_fp8_sm90_vs): %s\n", h3k_attn_fp8_sm90_variant_name(0),
-               h3k_attn_fp8_sm90_variant_name(1));
+    if (ks[1].enabled || ks[2].enabled)
+        printf("attn_fp8_sm90 variant: %s; with smoothed V (h3_fp8_sm90_vs): %s\n",
+               ks[1].enabled ? h3k_attn_fp8_sm90_variant_name(0) : "(not timed)",
+               ks[2].enabled ? h3k_attn_fp8_sm90_variant_name(1) : "(not timed)");
 
     if (!acc_only) {
         printf("%-20s %7s %4s %4s %10s %10s %9s  %s\n", "kernel", "S", "H", "sets", "median_ms", "min_ms",

@@ -16,8 +16,10 @@ declare -A all
 for r in $(seq 1 "$ROUNDS"); do
   for v in ${VARS//,/ }; do
     clk=$(nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader 2>/dev/null | tr -d ' ')
+    # with H3_SM90_VARIANT set bench_attn times vN only, in its own mode's row
+    # (h3_fp8_sm90, or h3_fp8_sm90_vs for variants that add V's mean, e.g. v78)
     ms=$(H3_SM90_VARIANT=$v timeout 120 "$B/tools/bench/bench_attn" --seqs 30272 --kernels sm90 --reps "$REPS" \
-         --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1=="h3_fp8_sm90"{print $5}')
+         --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1 ~ /^h3_fp8_sm90/ {print $5}')
     echo "round $r v$v: ${ms:-failed} ms (before: $clk)"
     all[$v]="${all[$v]:-} ${ms:-nan}"
   done
