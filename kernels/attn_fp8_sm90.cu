@@ -539,17 +539,23 @@ static __device__ __forceinline__ float sv_max(const float *sv_h, int G, int lan
     return m;
 }
 
-/* wg3, wg3p: empty O (registers and the FP32 copy o32), no row seen yet */
+/* Empty O in registers, no row seen yet (every kernel's start). */
+template <class C> static __device__ __forceinline__ void start_o(C &c)
+{
+#pragma unroll
+    for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
+    c.m0 = c.m1 = -INFINITY;
+    c.l0 = c.l1 = 0.f;
+}
+
+/* wg3, wg3p: start_o and the FP32 copy o32 emptied too */
 template <int kStride = 384, class C>
 static __device__ __forceinline__ void start_folded(C &c, uint32_t o32, float &mf0, float &mf1)
 {
 #pragma unroll
     for (int j = 0; j < 16; ++j)
         asm volatile("st.shared.v4.f32 [%0], {%1, %1, %1, %1};" ::"r"(o32 + j * kStride * 16), "f"(0.f) : "memory");
-#pragma unroll
-    for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
-    c.m0 = c.m1 = -INFINITY;
-    c.l0 = c.l1 = 0.f;
+    start_o(c);
     mf0 = mf1 = -INFINITY;
 }
 
@@ -686,10 +692,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float r256 = 256.f / svmax; /* kExpScale: mult = sv[g] * r256 (P8's multiplier, 256 sv[g] / svmax) */
 
         Consumer c;
-#pragma unroll
-        for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
-        c.m0 = c.m1 = -INFINITY;
-        c.l0 = c.l1 = 0.f;
+        start_o(c);
 
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2)); /* this WG's 64 rows */
         const int klast = S - (nkt - 1) * kBN;                             /* valid keys of the last tile */
@@ -864,10 +867,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         if constexpr (kFlush != 0) {
             start_folded(c, o32, mf0, mf1);
         } else {
-#pragma unroll
-            for (int i = 0; i < 64; ++i) c.o[i] = 0.f;
-            c.m0 = c.m1 = -INFINITY;
-            c.l0 = c.l1 = 0.f;
+            start_o(c);
             (void)o32, (void)mf0, (void)mf1;
         }
 
