@@ -48,20 +48,6 @@
  *        2026-12-04). Dropping the unused 96 KB FP32 copy (zeroed and read
  *        back once per CTA) made it 4.8% faster; 3 or 4 K/V stages in the
  *        freed space did not help (27.36-27.50 vs 27.35 ms).
- *     110 EXPERIMENT: 78 in a persistent grid (kFPersist): one CTA per SM,
- *        work items (head, 192-query tile) taken from a counter the caller
- *        passes (sched; the last CTA resets it), full tiles first and the
- *        ragged ones last (their warpgroups without rows only pass the K/V
- *        stages on), Q double-buffered so the next item's Q and first K/V
- *        tiles load under the current item's last tiles. Measured against
- *        78 in the same calls: 0.543 vs 0.557 ms at S = 4096, H = 56, 2.00 vs
- *        1.96 at 8192, 28.19 vs 27.43 at 30272 (docs/perf.md). A static
- *        blockIdx.x + i * gridDim.x order lost 5-8% more.
- *        kFSumsFirst (rescale_o<true>): ptxas sank the row sums' FADDs past
- *        the rescale's branch in every wg3 loop but 78's and issued the exps
- *        as one run of 39-55 MUFU.EX2; making the vote read l (never NaN)
- *        keeps them interleaved: 3% on the persistent loop, 1% on 73, 13%
- *        on a one-tile-per-CTA loop with the ragged tiles last.
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -79,11 +65,19 @@
  *   ordered and one-FMA O updates, kept-live P8 fragments, a ones column for
  *   l, exp turns, 3 stages) were measured slower or off the contract and
  *   retired; figures in docs/perf.md (2026-12-03).
+ *   v110 of commit 5ba83ba (EXPERIMENT): v78 in a persistent grid, items
+ *   from a counter the caller passes; 3-5% faster at S = 4096, 0-2.7% slower
+ *   from S = 8192 on (docs/perf.md, 2026-12-04 third session). Its finding
+ *   for anyone editing the wg3 loop: ptxas may sink the row sums past
+ *   rescale_o's branch and issue a tile's exps as one run of 39-55
+ *   MUFU.EX2, 3-15% slower than v78's interleaved runs of <= 6; check the
+ *   longest MUFU run in the loop's SASS (that commit's kFSumsFirst keeps
+ *   the sums before the branch).
  *   0, 1 and 22..24 do the same arithmetic in the same order per thread
  *   (outputs bit-identical); 16 differs from them in FP32 rounding only.
  *
  * Extra export (the lead adds it to kernels.h):
- *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed, int sched);
+ *   extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed);
  *   -- the variant h3k_attn_fp8_sm90 runs, e.g. "v16 overlap, P8 multiplier in the exponent, 2 stages".
  *
  * Numerics (cpu_ref.h `attention`, key tile 128 = one scale group per tile):
@@ -131,12 +125,6 @@ extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataTy
  * the truncating accumulator the wg3 kernel needs no FP32 fold of O. */
 #ifndef H3_SM90_SMOOTH_VARIANT
 #define H3_SM90_SMOOTH_VARIANT 78
-#endif
-/* ... and when the caller also passes a work counter (sched): v78 too. The
- * persistent grid (v110, EXPERIMENT) is 3-5% faster at S = 4096 but up to 2%
- * slower from S = 8192 on (docs/perf.md, 2026-12-04 third session). */
-#ifndef H3_SM90_PERSIST_VARIANT
-#define H3_SM90_PERSIST_VARIANT 78
 #endif
 
 namespace {
@@ -213,11 +201,6 @@ template <int St> struct Bars {
     __device__ uint32_t kempty(int s) const { return base + 8 * (1 + St + s); }
     __device__ uint32_t vfull(int s) const { return base + 8 * (1 + 2 * St + s); }
     __device__ uint32_t vempty(int s) const { return base + 8 * (1 + 3 * St + s); }
-    /* the persistent wg3 kernel's two Q buffers b: full, empty (12 consumer
-     * warps arrive), and the work item the buffer holds (-1: none left) */
-    __device__ uint32_t qfullb(int b) const { return b ? base + 8 * (1 + 4 * St) : base; }
-    __device__ uint32_t qempty(int b) const { return base + 8 * (2 + 4 * St) + 8 * b; }
-    __device__ uint32_t qitem(int b) const { return base + 8 * (4 + 4 * St) + 4 * b; }
 };
 
 /* Thread 0: the ring's mbarriers (full: one arrival plus TMA bytes; empty:
@@ -234,17 +217,16 @@ template <int St> static __device__ __forceinline__ void init_bars(const Bars<St
     sm90::fence_barrier_init();
 }
 
-/* The producer thread's K/V loop: tile n into stage (kv0 + n) % St once the
- * consumers have released it (kv0: tiles the ring carried before, for the
- * persistent kernel's later work items). kNoLoad (ablation): after the
- * first St tiles the stages are re-armed without a load. */
+/* The producer thread's K/V loop: tile n into stage n % St once the
+ * consumers have released it. kNoLoad (ablation): after the first St tiles
+ * the stages are re-armed without a load. */
 template <int St, bool kNoLoad = false>
 static __device__ __forceinline__ void produce_kv(const Bars<St> &bars, uint32_t sK, uint32_t sV, const CUtensorMap *tmK,
-                                                  const CUtensorMap *tmV, int row0, int h, int nkt, int kv0 = 0)
+                                                  const CUtensorMap *tmV, int row0, int h, int nkt)
 {
     for (int n = 0; n < nkt; ++n) {
-        const int st = (kv0 + n) % St;
-        const uint32_t ph = (uint32_t)((kv0 + n) / St) & 1u;
+        const int st = n % St;
+        const uint32_t ph = (uint32_t)(n / St) & 1u;
         sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
         if (kNoLoad && n >= St) {
             sm90::mbar_arrive(bars.kfull(st));
@@ -423,19 +405,11 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
     c.l1 = c.l1 * alpha1 + sum1;
 }
 
-template <bool kSumsFirst = false, class C>
-static __device__ __forceinline__ void rescale_o(C &c, float alpha0, float alpha1)
+template <class C> static __device__ __forceinline__ void rescale_o(C &c, float alpha0, float alpha1)
 {
     /* Once the running max settles alpha is exactly 1 for a whole warp; the
-     * multiply by 1 is exact, so skipping it changes no bit.
-     * kSumsFirst: the vote also reads l (never NaN, so the outcome is the
-     * same), which keeps the row sums before the branch. Without it ptxas
-     * may sink the sums' FADDs past the branch and issue the tile's exps as
-     * one run of up to 55 MUFU.EX2 (wg3 kernels, docs/perf.md 2026-12-04
-     * third session), which measured 3-15% slower than interleaving them. */
-    if (!__any_sync(0xffffffffu,
-                    alpha0 != 1.f || alpha1 != 1.f || (kSumsFirst && (c.l0 != c.l0 || c.l1 != c.l1))))
-        return;
+     * multiply by 1 is exact, so skipping it changes no bit. */
+    if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         c.o[4 * j + 0] *= alpha0;
@@ -657,8 +631,6 @@ enum : unsigned {
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
     kFVMean = 65536u,  /* V smoothing: O = fma(acc, f, mu); such a variant runs only with a mean, the others only without */
-    kFPersist = 131072u, /* wg3: one CTA per SM taking work items from a counter (the caller's sched), wg3_item's order */
-    kFSumsFirst = 262144u, /* wg3: rescale_o<true> (the row sums before the rescale's branch) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -679,8 +651,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                              const float *__restrict__ vmu,           /* [H*128] V smoothing's mean, or NULL */
                              int S, int H, int S_pad, int nqt,
                              uint16_t *__restrict__ O, /* [S][H*128] bf16 */
-                             float *__restrict__ lse,  /* [H][S] */
-                             unsigned int *sched)      /* [2] the persistent wg3 kernel's counter, else unused */
+                             float *__restrict__ lse)  /* [H][S] */
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kOverlap = kF & kFOverlap, kTcAcc = kF & kFTcAcc, kExpScale = kF & kFExpScale,
@@ -821,7 +792,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_output<(kF & kFVMean) != 0>(c, svmax, qt * kBM + wgi * 64 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
-    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse, (void)sched;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
 }
 
@@ -841,29 +812,12 @@ __global__ void __launch_bounds__(kThreads, 1)
  * Shared memory: Q 24 KB | K[St], V[St] 16 KB each | o32 96 KB | mbarriers.
  * kFlush = 0: never folded (V smoothed: see kFVMean), no o32 at all. */
 constexpr int kWg3Rows = 192, kWg3Threads = 512, kWg3Consumers = 3;
-template <int St, bool kO32 = true, int kQBufs = 1> struct SmemLayout3 {
-    static constexpr uint32_t kQBytes = 3 * (kTile / 2), kOffK = kQBufs * kQBytes, kOffV = kOffK + St * kTile, kOffO = kOffV + St * kTile,
+template <int St, bool kO32 = true> struct SmemLayout3 {
+    static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + St * kTile, kOffO = kOffV + St * kTile,
                               kOffBar = kOffO + (kO32 ? kWg3Consumers * 128 * 64 * 4 : 0);
     static constexpr int kBytes = (int)kOffBar + 128 + 1024;
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
 };
-
-/* kFPersist: work item -> (head, query tile). The H * nfull tiles of 192
- * valid rows come first, head by head (the CTAs running at one time share a
- * head's K/V in L2), then the H ragged last tiles (S % 192 rows), which are
- * cheaper: their warpgroups without rows only pass the K/V stages on. The
- * short items last keep the tail of the grid short (longest first). */
-static __device__ __forceinline__ void wg3_item(int item, int H, int S, int &h, int &qt)
-{
-    const int nfull = S / kWg3Rows;
-    if (item < H * nfull) {
-        h = item / nfull;
-        qt = item - h * nfull;
-    } else {
-        h = item - H * nfull;
-        qt = nfull;
-    }
-}
 
 template <int kStages, int kFlush, unsigned kF>
 __global__ void __launch_bounds__(kWg3Threads, 1)
@@ -871,178 +825,99 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                  const float *__restrict__ sq, const float *__restrict__ sk,
                                  const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
-                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse,
-                                 unsigned int *sched)
+                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kPersist = kF & kFPersist;
-    static_assert(!(kPersist && (kFlush != 0 || kXTrace)), "the persistent loop has no fold and no trace");
-    static_assert(!kPersist || 8 * (4 + 4 * kStages) + 8 <= 128, "persistent: barriers and item slots overflow 128 bytes");
-    using L = SmemLayout3<kStages, kFlush != 0, kPersist ? 2 : 1>;
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
+    using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV, sO = base + L::kOffO;
     const Bars<kStages> bars{base + L::kOffBar};
 
-    /* one work item (qt0, h0), or persistent: items blockIdx.x, then from the
-     * counter sched, item i of this CTA in Q buffer i % 2 (wg3_item). sched[0]:
-     * items handed out beyond the first gridDim.x, sched[1]: CTAs done taking
-     * items; the last CTA to be done resets both, so the caller's two zeroed
-     * words are zero again for its next launch. */
-    const int qt0 = blockIdx.x % nqt, h0 = blockIdx.x / nqt;
+    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
     const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
     const int lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 0) {
-        if constexpr (kPersist) {
-            sm90::mbar_init(bars.qfullb(1), 1);
-            sm90::mbar_init(bars.qempty(0), 4 * kWg3Consumers);
-            sm90::mbar_init(bars.qempty(1), 4 * kWg3Consumers);
-        }
-        init_bars(bars, 4 * kWg3Consumers);
-    }
+    if (threadIdx.x == 0) init_bars(bars, 4 * kWg3Consumers);
     __syncthreads();
 
     const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
     if (wg == 0) {
-        /* persistent: 32, the most 128 x 32 + 384 x 160 = 65536 registers allow
-         * (its item loop spills at 24) */
-        sm90::setmaxnreg_dec<kPersist ? 32 : 24>();
+        sm90::setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
             sm90::prefetch_tmap(&tmQ);
             sm90::prefetch_tmap(&tmK);
             sm90::prefetch_tmap(&tmV);
-            /* Q of item i into buffer b, then its K/V tiles, the ring's tile
-             * count going on from kv0 */
-            const auto produce = [&](int h, int qt, int b, int kv0) {
-                const int row0 = h * S_pad;
-                /* rows past this head's S_pad are the next head's (read, never
-                 * written) or, for the last head, outside the map: zero-filled */
-                sm90::mbar_arrive_expect_tx(bars.qfullb(b), L::kQBytes);
-                for (int k = 0; k < 3; ++k)
-                    sm90::tma_load_2d(sQ + b * L::kQBytes + k * (kTile / 2), &tmQ, bars.qfullb(b), 0,
-                                      row0 + qt * kWg3Rows + 64 * k);
-                produce_kv<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt, kv0);
-            };
-            if constexpr (kPersist) {
-                /* the item goes to the consumers through shared memory,
-                 * published by qfull's completion; -1 (qfull without bytes)
-                 * ends their loop */
-                for (int i = 0, item = blockIdx.x;; ++i) {
-                    const int b = i & 1;
-                    if (i >= 2) sm90::mbar_wait(bars.qempty(b), (uint32_t)((i >> 1) - 1) & 1u); /* item i - 2 done */
-                    if (item >= H * nqt) {
-                        asm volatile("st.shared.u32 [%0], %1;" ::"r"(bars.qitem(b)), "r"(-1) : "memory");
-                        sm90::mbar_arrive(bars.qfullb(b));
-                        break;
-                    }
-                    asm volatile("st.shared.u32 [%0], %1;" ::"r"(bars.qitem(b)), "r"(item) : "memory");
-                    int h, qt;
-                    wg3_item(item, H, S, h, qt);
-                    produce(h, qt, b, i * nkt);
-                    item = (int)gridDim.x + (int)atomicAdd(&sched[0], 1u);
-                }
-                if (atomicAdd(&sched[1], 1u) == gridDim.x - 1) { /* every CTA has taken its last item */
-                    atomicExch(&sched[0], 0u);
-                    atomicExch(&sched[1], 0u);
-                }
-            } else {
-                produce(h0, qt0, 0, 0);
-            }
+            const int row0 = h * S_pad;
+            /* rows past this head's S_pad are the next head's (read, never
+             * written) or, for the last head, outside the map: zero-filled */
+            sm90::mbar_arrive_expect_tx(bars.qfull(), 3 * (kTile / 2));
+            for (int i = 0; i < 3; ++i)
+                sm90::tma_load_2d(sQ + i * (kTile / 2), &tmQ, bars.qfull(), 0, row0 + qt * kWg3Rows + 64 * i);
+            produce_kv<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
         }
     } else {
         sm90::setmaxnreg_inc<160>();
         const int wgi = wg - 1;
         const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
-        const int klast = S - (nkt - 1) * kBN;
+        const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
+        float svmax = sv_max(sv_h, G, lane);
+        const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
+        const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
+        const float sqq = sq[(size_t)h * G + gq];
+        const float r256 = 256.f / svmax;
+
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-        /* item i of this CTA, (h, qt), its Q in buffer b */
-        const auto consume = [&](int h, int qt, int i, int b) {
-            const int kv0 = i * nkt; /* K/V tiles the ring carried before this item */
-            const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
-            if (kPersist && qrow0 >= S) {
-                /* no rows here (a ragged tile): pass every stage on */
-                for (int n = 0; n < nkt; ++n) {
-                    const int st = (kv0 + n) % kStages;
-                    const uint32_t ph = (uint32_t)((kv0 + n) / kStages) & 1u;
-                    sm90::mbar_wait(bars.kfull(st), ph);
-                    release(bars.kempty(st), lane);
-                    sm90::mbar_wait(bars.vfull(st), ph);
-                    release(bars.vempty(st), lane);
-                }
-                release(bars.qempty(b), lane);
-                return;
-            }
-            const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
-            float svmax = sv_max(sv_h, G, lane);
-            const int gq = min(qrow0 / kBN, G - 1); /* rows past S_pad: any valid scale, never written */
-            const float sqq = sq[(size_t)h * G + gq];
-            const float r256 = 256.f / svmax;
-
-            Consumer c;
-            float mf0, mf1; /* the max o32 is relative to */
-            if constexpr (kFlush != 0) {
-                start_folded(c, o32, mf0, mf1);
-            } else {
-                start_o(c);
-                (void)o32, (void)mf0, (void)mf1;
-            }
-
-            const uint64_t dq = sm90::desc_k128_sw128(sQ + b * L::kQBytes + wgi * (kTile / 2));
-            const bool tr = kXTrace && trace_start(tw, wgi);
-            sm90::mbar_wait(bars.qfullb(b), (uint32_t)(i >> 1) & 1u);
-            for (int n = 0; n < nkt; ++n) {
-                const int st = (kv0 + n) % kStages;
-                const uint32_t ph = (uint32_t)((kv0 + n) / kStages) & 1u;
-                const float skn = sk_h[n], svn = sv_h[n];
-                sm90::mbar_wait(bars.kfull(st), ph);
-                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
-                issue_qk_fresh(c, dq, sK + st * kTile);
-                sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int r = 0; r < 64; ++r) sm90::fence_reg(c.s[r]);
-                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
-                release(bars.kempty(st), lane);
-                const float em = svn * r256;
-                float alpha0, alpha1;
-                softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
-                                   __log2f(em), rcp_approx(em));
-                rescale_o<(kF & kFSumsFirst) != 0>(c, alpha0, alpha1);
-                convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
-                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
-                sm90::mbar_wait(bars.vfull(st), ph);
-                issue_pv_to(c.o, c, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
-                sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int r = 0; r < 64; ++r) sm90::fence_reg(c.o[r]);
-                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
-                release(bars.vempty(st), lane);
-                if constexpr (kFlush != 0)
-                    if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
-                if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
-            }
-            if constexpr (kPersist) release(bars.qempty(b), lane); /* Q buffer b free for item i + 2 */
-            if constexpr (kFlush != 0) unfold_o(c, o32, mf0, mf1);
-            store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
-        };
-        if constexpr (kPersist) {
-            for (int i = 0;; ++i) {
-                const int b = i & 1;
-                sm90::mbar_wait(bars.qfullb(b), (uint32_t)(i >> 1) & 1u);
-                int item;
-                asm volatile("ld.shared.u32 %0, [%1];" : "=r"(item) : "r"(bars.qitem(b)) : "memory");
-                if (item < 0) break;
-                int h, qt;
-                wg3_item(item, H, S, h, qt);
-                consume(h, qt, i, b);
-            }
+        Consumer c;
+        float mf0, mf1; /* the max o32 is relative to */
+        if constexpr (kFlush != 0) {
+            start_folded(c, o32, mf0, mf1);
         } else {
-            consume(h0, qt0, 0, 0);
+            start_o(c);
+            (void)o32, (void)mf0, (void)mf1;
         }
+
+        const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
+        const int klast = S - (nkt - 1) * kBN;
+        const bool tr = kXTrace && trace_start(tw, wgi);
+        sm90::mbar_wait(bars.qfull(), 0);
+        for (int n = 0; n < nkt; ++n) {
+            const int st = n % kStages;
+            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+            const float skn = sk_h[n], svn = sv_h[n];
+            sm90::mbar_wait(bars.kfull(st), ph);
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
+            issue_qk_fresh(c, dq, sK + st * kTile);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
+            release(bars.kempty(st), lane);
+            const float em = svn * r256;
+            float alpha0, alpha1;
+            softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                               __log2f(em), rcp_approx(em));
+            rescale_o(c, alpha0, alpha1);
+            convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
+            sm90::mbar_wait(bars.vfull(st), ph);
+            issue_pv_to(c.o, c, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
+            release(bars.vempty(st), lane);
+            if constexpr (kFlush != 0)
+                if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
+            if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
+        }
+        if constexpr (kFlush != 0) unfold_o(c, o32, mf0, mf1);
+        store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
-    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse, (void)sched;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
 }
 
@@ -1133,8 +1008,7 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
                                   const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                   const float *__restrict__ sq, const float *__restrict__ sk,
                                   const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
-                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse,
-                                 unsigned int *sched)
+                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
@@ -1256,7 +1130,7 @@ __global__ void __launch_bounds__(kWg3pThreads, 1)
     svmax = sv_max(sv_h, G, lane);
     store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
 #else
-    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse, (void)sched;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
 #endif
 }
 
@@ -1281,7 +1155,7 @@ extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
 /* ---- variants: one entry per template instance, indexed by H3_SM90_VARIANT */
 
 typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
-                         const float *, const float *, int, int, int, int, uint16_t *, float *, unsigned int *);
+                         const float *, const float *, int, int, int, int, uint16_t *, float *);
 
 struct Variant {
     KernelFn fn;
@@ -1290,25 +1164,24 @@ struct Variant {
     int rows;    /* queries per CTA: 128 (two consumer WGs) or 192 (wg3) */
     int threads; /* per CTA */
     int vmean;   /* adds V's mean (kFVMean): runs the calls with a mean, the others those without */
-    int persist; /* kFPersist: a grid of at most one CTA per SM; runs only calls with a sched counter */
 };
 
 template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0, 0};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0};
 }
 
 template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>,
-                   SmemLayout3<St, Flush != 0, (F & kFPersist) ? 2 : 1>::kBytes, name, kWg3Rows,
-                   kWg3Threads, (F & kFVMean) != 0, (F & kFPersist) != 0};
+    return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St, Flush != 0>::kBytes, name, kWg3Rows,
+                   kWg3Threads,
+                   (F & kFVMean) != 0};
 }
 
 template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3p_kernel<KS, VS, Flush, F>, SmemLayout3p<KS, VS>::kBytes, name, kWg3Rows,
-                   kWg3pThreads, (F & kFVMean) != 0, 0};
+                   kWg3pThreads, (F & kFVMean) != 0};
 }
 
 static const Variant *variants(int *count)
@@ -1322,8 +1195,6 @@ static const Variant *variants(int *count)
         make_variant3<2, 4, kFExpScale>("v70 wg3: three consumer WGs, in-order, O folded to FP32 every 4 tiles, 2 stages"),
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
         make_variant3<2, 0, kFExpScale | kFVMean>("v78 wg3, O never folded, V's mean added (for smoothed V)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | kFPersist | kFSumsFirst>(
-            "v110 v78 persistent: one CTA per SM taking items from the caller's counter, two Q buffers, sums first"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
@@ -1346,36 +1217,24 @@ static int variant_index(const Variant *v, int n, long number)
     return -1;
 }
 
-/* A call's mode: bit 0 V's mean passed (smoothed V), bit 1 a work counter
- * (sched) passed. A variant fits a mode when it adds the mean exactly when
- * one is passed and, if persistent, has a counter. */
-static int call_mode(int smoothed, int sched) { return (smoothed ? 1 : 0) | (sched ? 2 : 0); }
-static bool fits_mode(const Variant &v, int mode) { return v.vmean == (mode & 1) && (!v.persist || (mode & 2)); }
-static const char *mode_name(int mode)
+/* H3_SM90_VARIANT=N, parsed once per mode (unset or empty: the default,
+ * which depends on whether V is smoothed; a number no entry carries, or a
+ * variant of the other mode -- with or without V's mean -- : one warning,
+ * then the default). Race-benign: every caller computes the same value. */
+static int selected_variant(int smoothed)
 {
-    static const char *const names[4] = {"without V's mean", "with V's mean, without a counter",
-                                         "without V's mean (with a counter)", "with V's mean and a counter"};
-    return names[mode & 3];
-}
-
-/* H3_SM90_VARIANT=N, parsed once per mode (unset or empty: the mode's
- * default; a number no entry carries, or a variant that does not fit the
- * mode: one warning, then the default). Race-benign: every caller computes
- * the same value. */
-static int selected_variant(int mode)
-{
-    static int cached[4] = {-1, -1, -1, -1};
-    mode &= 3;
-    if (cached[mode] >= 0) return cached[mode];
+    static int cached[2] = {-1, -1};
+    smoothed = smoothed ? 1 : 0;
+    if (cached[smoothed] >= 0) return cached[smoothed];
     int n = 0;
     const Variant *v = variants(&n);
-    const int def = mode == 3 ? H3_SM90_PERSIST_VARIANT : mode == 1 ? H3_SM90_SMOOTH_VARIANT : H3_SM90_DEFAULT_VARIANT;
+    const int def = smoothed ? H3_SM90_SMOOTH_VARIANT : H3_SM90_DEFAULT_VARIANT;
     int sel = variant_index(v, n, def);
-    if (sel < 0 || !fits_mode(v[sel], mode)) { /* a build-time -DH3_SM90_*_VARIANT of no entry or the wrong mode */
+    if (sel < 0 || v[sel].vmean != smoothed) { /* a build-time -DH3_SM90_{DEFAULT,SMOOTH}_VARIANT of no entry or the wrong mode */
         int i = 0;
-        while (i < n - 1 && !fits_mode(v[i], mode)) ++i;
-        fprintf(stderr, "h3block: default variant %d does not fit calls %s; using %s\n", def, mode_name(mode),
-                v[i].name);
+        while (i < n - 1 && v[i].vmean != smoothed) ++i;
+        fprintf(stderr, "h3block: default variant %d is no variant %s V's mean; using %s\n", def,
+                smoothed ? "adding" : "without", v[i].name);
         sel = i;
     }
     const char *env = getenv("H3_SM90_VARIANT");
@@ -1383,22 +1242,22 @@ static int selected_variant(int mode)
         char *end = NULL;
         const long x = strtol(env, &end, 10);
         const int i = *end == '\0' ? variant_index(v, n, x) : -1;
-        if (i >= 0 && fits_mode(v[i], mode))
+        if (i >= 0 && v[i].vmean == smoothed)
             sel = i;
         else if (i >= 0)
-            fprintf(stderr, "h3block: H3_SM90_VARIANT=%s (%s) does not fit calls %s; they use %s\n", env, v[i].name,
-                    mode_name(mode), v[sel].name);
+            fprintf(stderr, "h3block: H3_SM90_VARIANT=%s %s V's mean; calls %s a mean use %s\n", env,
+                    v[i].vmean ? "adds" : "does not add", smoothed ? "with" : "without", v[sel].name);
         else
             fprintf(stderr, "h3block: H3_SM90_VARIANT=%s names no variant; using %s\n", env, v[sel].name);
     }
-    cached[mode] = sel;
+    cached[smoothed] = sel;
     return sel;
 }
 
-extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed, int sched)
+extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed)
 {
     int n = 0;
-    return variants(&n)[selected_variant(call_mode(smoothed, sched))].name;
+    return variants(&n)[selected_variant(smoothed)].name;
 }
 
 static int probe_device(int dev)
@@ -1437,17 +1296,15 @@ extern "C" int h3k_attn_fp8_sm90_available(void)
 
 extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
                                  const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
-                                 float *lse, unsigned int *sched, h3_stream stream)
+                                 float *lse, h3_stream stream)
 {
     if (S < 1 || H < 1) return (int)cudaErrorInvalidValue;
     if (((uintptr_t)q8 | (uintptr_t)k8 | (uintptr_t)vt8) & 15u) return (int)cudaErrorInvalidValue; /* TMA */
     if ((uintptr_t)vmu & 7u) return (int)cudaErrorMisalignedAddress;                            /* float2 loads */
-    if ((uintptr_t)sched & 3u) return (int)cudaErrorMisalignedAddress;
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
     int n = 0;
-    const int mode = call_mode(vmu != nullptr, sched != nullptr);
-    const Variant &v = variants(&n)[selected_variant(mode)];
-    if (!fits_mode(v, mode)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */
+    const Variant &v = variants(&n)[selected_variant(vmu != nullptr)];
+    if (v.vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */
     const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
     const int nqt = (S + v.rows - 1) / v.rows;   /* CTAs per head */
     if ((long long)H * nqt > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
@@ -1460,16 +1317,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
 
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
     if (ce != cudaSuccess) return (int)ce;
-    int grid = H * nqt;
-    if (v.persist) {
-        int dev = 0, nsm = 0;
-        if ((ce = cudaGetDevice(&dev)) != cudaSuccess ||
-            (ce = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-            return (int)ce;
-        grid = grid < nsm ? grid : nsm; /* one CTA per SM fits (__launch_bounds__(.., 1), 512 threads) */
-    }
-    v.fn<<<grid, v.threads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O, lse,
-                                                            sched);
+    v.fn<<<H * nqt, v.threads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O, lse);
     ce = cudaGetLastError();
     const char *trace = getenv("H3_SM90_TRACE");
     if (ce == cudaSuccess && trace && *trace && strstr(v.name, "trace") && H * nqt > kTraceCta) {

@@ -85,19 +85,13 @@ int h3k_attn_fp8_mma_key_tile(void); /* keys per online-softmax step (for the em
 
 /* FP8 flash attention for Hopper (wgmma + TMA, sm_90a). Same interface; with
  * vmu != NULL its default variant is the faster one that needs smoothed V.
- * sched: NULL, or 2 zeroed uint32 of device memory that no other launch
- * uses at the same time (one pair per stream); with a mean, the kernel then
- * runs a persistent grid that takes its work from this counter, and leaves
- * both words zero again when it completes.
  * Returns non-zero (cudaErrorNoKernelImageForDevice) when not built for the device. */
 int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, unsigned int *sched,
-                      h3_stream stream);
+                      const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream);
 int h3k_attn_fp8_sm90_key_tile(void);
 int h3k_attn_fp8_sm90_available(void); /* 1 if compiled for sm_90a and the device is sm_90 */
-/* the variant h3k_attn_fp8_sm90 runs without (0) or with (1) a V mean, without (0)
- * or with (1) a counter (env H3_SM90_VARIANT overrides the defaults) */
-const char *h3k_attn_fp8_sm90_variant_name(int smoothed, int sched);
+/* variant h3k_attn_fp8_sm90 runs without (0) or with (1) a V mean (env H3_SM90_VARIANT overrides both) */
+const char *h3k_attn_fp8_sm90_variant_name(int smoothed);
 
 #ifdef __cplusplus
 }

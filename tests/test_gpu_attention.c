@@ -3,8 +3,7 @@
  * FP32 attention (the FP8 error, reported), on tile-edge shapes, random
  * per-group scales, one-dominant-key rows and FA3's stress distribution.
  * Also: poisoned outputs are all overwritten, rows >= S are never written,
- * two runs give identical bytes, and attn_fp8_sm90's work counter is zero
- * again after every call. Exits 77 without a usable GPU.
+ * and two runs give identical bytes. Exits 77 without a usable GPU.
  *
  * Run alone:   ctest --test-dir build -R test_gpu_attention --output-on-failure
  *   or         build/tests/test_gpu_attention [--sweep | --case S H MIX] [--quick | --max-s N]
@@ -48,25 +47,11 @@ __attribute__((weak)) int h3k_attn_fp8_sm90_available(void) { return 0; }
 __attribute__((weak)) int h3k_attn_fp8_sm90_key_tile(void) { return 128; }
 __attribute__((weak)) int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
                                             const float *sk, const float *sv, const float *vmu, int S, int H,
-                                            uint16_t *O, float *lse, unsigned int *sched, h3_stream stream)
+                                            uint16_t *O, float *lse, h3_stream stream)
 {
     (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)vmu; (void)S; (void)H; (void)O; (void)lse;
-    (void)sched; (void)stream;
+    (void)stream;
     return (int)cudaErrorNoKernelImageForDevice;
-}
-
-/* attn_fp8_sm90 without and with a work counter (with V's mean the counter
- * selects the persistent grid); the counter must be zero after every call */
-static unsigned int *g_sched;
-static int sm90_plain(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, const float *mu, int S, int H, uint16_t *O, float *lse, h3_stream st)
-{
-    return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, mu, S, H, O, lse, NULL, st);
-}
-static int sm90_sched(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, const float *mu, int S, int H, uint16_t *O, float *lse, h3_stream st)
-{
-    return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, mu, S, H, O, lse, g_sched, st);
 }
 
 #define D 128
@@ -242,13 +227,6 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         CUDA_CHECK(cudaMemset(dlse, 0xff, ln * 4)); /* 0xffffffff: an FP32 NaN */
         int rc = kd->run(dq8, dk8, dvt8, dsq, dsk, dsv, dmu, S, H, dO, dlse, NULL);
         if (rc == 0) rc = (int)cudaDeviceSynchronize();
-        unsigned int left[2] = {0, 0};
-        if (rc == 0 && kd->run == sm90_sched) CUDA_CHECK(cudaMemcpy(left, g_sched, sizeof left, cudaMemcpyDeviceToHost));
-        if (left[0] || left[1]) {
-            snprintf(why, sizeof why, "work counter left at %u, %u (must return to 0, 0)", left[0], left[1]);
-            ok = 0;
-            CUDA_CHECK(cudaMemset(g_sched, 0, sizeof left));
-        }
         if (rc != 0) {
             printf("FAIL %-14s S=%5d H=%2d %-20s launch: %s\n", kd->name, S, H, dist_name[dist],
                    cudaGetErrorString((cudaError_t)rc));
@@ -515,35 +493,25 @@ int main(int argc, char **argv)
     printf("test_gpu_attention: seed %llu (H3_TEST_SEED to repeat), device %s (sm_%d%d)\n", (unsigned long long)seed,
            prop.name, prop.major, prop.minor);
 
-    kernel_desc kernels[5];
+    kernel_desc kernels[4];
     int nk = 0;
     /* On sm_90 the portable kernel's e4m3 mma.sync runs as FP16 HMMA (ptxas
      * unpacks e4m3 to f16), whose FP32 accumulation is exact here; on sm_89
      * and sm_120 it is a native FP8 MMA with the truncating accumulator. */
     kernels[nk++] = (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 0};
     kernels[nk++] = (kernel_desc){"mma+vsmooth", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 1};
-    /* with V smoothed, attn_fp8_sm90 runs another variant, and with a work
-     * counter too its persistent grid (dit_block's default on Hopper) */
+    /* with V smoothed, attn_fp8_sm90 runs another variant (dit_block's default on Hopper) */
     if (h3k_attn_fp8_sm90_available() == 1) {
-        CUDA_CHECK(cudaMalloc((void **)&g_sched, 2 * sizeof(unsigned int)));
-        CUDA_CHECK(cudaMemset(g_sched, 0, 2 * sizeof(unsigned int)));
-        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", sm90_plain, h3k_attn_fp8_sm90_key_tile(), 1, 0};
-        kernels[nk++] = (kernel_desc){"sm90+vsmooth", sm90_plain, h3k_attn_fp8_sm90_key_tile(), 1, 1};
-        kernels[nk++] = (kernel_desc){"sm90+persist", sm90_sched, h3k_attn_fp8_sm90_key_tile(), 1, 1};
-        printf("attn_fp8_sm90 variants: %s | %s | %s\n", h3k_attn_fp8_sm90_variant_name(0, 0),
-               h3k_attn_fp8_sm90_variant_name(1, 0), h3k_attn_fp8_sm90_variant_name(1, 1));
+        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 0};
+        kernels[nk++] = (kernel_desc){"sm90+vsmooth", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 1};
     } else
         printf("attn_fp8_sm90: not available on this build/device, not tested\n");
 
     static const int Ss[] = {1, 2, 63, 65, 127, 129, 1000, 4097};
     static const int Hs[] = {1, 3};
     for (int kx = 0; kx < nk && one_dist >= 0; kx++) run_case(&kernels[kx], one_S, one_H, one_dist);
-    /* the sweep skips the smoothed mma (it differs only in its epilogue) and
-     * the smoothed sm90 without a counter (v78: the persistent grid's loop in
-     * a one-tile-per-CTA grid; the quick cases below cover it) */
-    for (int kx = 0; kx < nk && do_sweep && one_dist < 0; kx++)
-        if (!(kernels[kx].smooth && (kernels[kx].run == h3k_attn_fp8_mma || kernels[kx].run == sm90_plain)))
-            sweep(&kernels[kx]);
+    for (int kx = 0; kx < nk && do_sweep && one_dist < 0; kx++) /* the smoothed mma differs only in its epilogue */
+        if (!(kernels[kx].smooth && kernels[kx].run == h3k_attn_fp8_mma)) sweep(&kernels[kx]);
     for (int kx = 0; kx < nk && !do_sweep && one_dist < 0; kx++) {
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++)
             for (size_t hi = 0; hi < sizeof Hs / sizeof Hs[0]; hi++) run_case(&kernels[kx], Ss[si], Hs[hi], DIST_NORMAL);

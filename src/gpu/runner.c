@@ -97,7 +97,6 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_al
     A(d->vmu, H * 128 * 4, 0);
     A(d->O, Su * I * 2, 0);
     A(d->lse, H * Su * 4, 0);
-    A(d->sched, 8, 0);
     A(d->y1, Su * C * 2, 0);
     A(d->x1, Su * C * 2, 0);
     A(d->g, Su * 2 * F * 2, 0);
@@ -250,8 +249,7 @@ void h3r_run_op(block_run *br, int op)
     case OP_ATTN: {
         const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (br->use_sm90)
-            LAUNCH(h3k_attn_fp8_sm90(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, d->sched,
-                                     br->st));
+            LAUNCH(h3k_attn_fp8_sm90(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         else
             LAUNCH(h3k_attn_fp8_mma(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         break;
@@ -561,10 +559,9 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     snprintf(r->path, sizeof r->path, "gpu");
     snprintf(r->device, sizeof r->device, "%s", gi->name);
     char variant[16] = "";
-    if (br.use_sm90) { /* the name's first word, "vN" (with V smoothed the runner passes its counter) */
-        const char *vn = h3k_attn_fp8_sm90_variant_name(br.smooth_v, br.smooth_v);
-        snprintf(variant, sizeof variant, " %.*s", (int)strcspn(vn, " "), vn);
-    }
+    if (br.use_sm90) /* the name's first word, "vN" */
+        snprintf(variant, sizeof variant, " %.*s", (int)strcspn(h3k_attn_fp8_sm90_variant_name(br.smooth_v), " "),
+                 h3k_attn_fp8_sm90_variant_name(br.smooth_v));
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s",
              br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", variant, key_tile,
              br.smooth_v ? ", V smoothed" : "");
@@ -599,7 +596,6 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     /* inputs and activations */
     for (int i = 0; i < nalloc; i++)
         if (!allocs[i].weight && h3r_dev_alloc(allocs[i].p, allocs[i].bytes, &abytes, err, errlen)) return -1;
-    CUDA_CHECK(cudaMemset(d->sched, 0, 8));
     CUDA_CHECK(cudaMemcpy(d->x, in->x, (size_t)S * C * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d->temb, in->temb, (size_t)c->temb * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d->tags, in->tags, (size_t)S * 4, cudaMemcpyHostToDevice));

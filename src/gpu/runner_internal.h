@@ -46,7 +46,6 @@ typedef struct {
     float *vmu;     // [H*128] V smoothing's mean (used when block_run.smooth_v)
     uint16_t *O;    // [S][I]
     float *lse;     // [H][S]
-    unsigned int *sched; // [2] attn_fp8_sm90's work counter (zeroed once; the kernel leaves it zero)
     uint16_t *y1;   // [S][C]
     uint16_t *x1;   // [S][C]
     uint16_t *b;    // [S][C]

@@ -274,7 +274,7 @@ static void run_block(sp_ctx *x)
         /* no V smoothing here: each rank quantises its own tokens, and the
          * mean would have to be over all of them (an all-reduce) */
         int rc = b->br.use_sm90 ? h3k_attn_fp8_sm90(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, NULL, x->S,
-                                                    x->Hl, b->aO, b->alse, NULL, b->br.st)
+                                                    x->Hl, b->aO, b->alse, b->br.st)
                                 : h3k_attn_fp8_mma(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, NULL, x->S,
                                                    x->Hl, b->aO, b->alse, b->br.st);
         if (rc) {

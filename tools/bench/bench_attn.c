@@ -67,19 +67,6 @@ typedef struct {
  * (mean ~0) and quantised without smoothing, which a zero mean keeps exact;
  * the kernel runs the same code as with a real mean. */
 static float *g_zero_mu;
-static unsigned int *g_sched; /* attn_fp8_sm90's work counter, passed on the smoothed-V path as dit_block does */
-
-/* attn_fp8_sm90 without and with the counter, in the attn_fn shape */
-static int sm90_plain(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, const float *mu, int S, int H, uint16_t *O, float *lse, h3_stream st)
-{
-    return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, mu, S, H, O, lse, NULL, st);
-}
-static int sm90_sched(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, const float *mu, int S, int H, uint16_t *O, float *lse, h3_stream st)
-{
-    return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, mu, S, H, O, lse, g_sched, st);
-}
 
 typedef struct {
     char kernel[32];
@@ -637,8 +624,8 @@ int main(int argc, char **argv)
     }
     /* sm90 twice: as for unsmoothed V, and on the smoothed-V path (dit_block's default) */
     kernel_t ks[3] = {{"h3_fp8_mma", h3k_attn_fp8_mma, strstr(kernels, "mma") != NULL, 0},
-                      {"h3_fp8_sm90", sm90_plain, strstr(kernels, "sm90") != NULL, 0},
-                      {"h3_fp8_sm90_vs", sm90_sched, strstr(kernels, "sm90") != NULL, 1}};
+                      {"h3_fp8_sm90", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL, 0},
+                      {"h3_fp8_sm90_vs", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL, 1}};
     if (ks[1].enabled && !h3k_attn_fp8_sm90_available()) {
         printf("bench_attn: h3k_attn_fp8_sm90 not available on this device/build; skipped\n");
         ks[1].enabled = ks[2].enabled = 0;
@@ -650,14 +637,12 @@ int main(int argc, char **argv)
     if (ks[1].enabled && venv && *venv) {
         char want[24];
         snprintf(want, sizeof want, "v%s ", venv);
-        const int smoothed = strncmp(h3k_attn_fp8_sm90_variant_name(1, 1), want, strlen(want)) == 0;
+        const int smoothed = strncmp(h3k_attn_fp8_sm90_variant_name(1), want, strlen(want)) == 0;
         ks[smoothed ? 1 : 2].enabled = 0;
     }
     const int maxH = H > acc_H ? H : acc_H;
     CK(cudaMalloc((void **)&g_zero_mu, sizeof(float) * 128 * (size_t)maxH));
     CK(cudaMemset(g_zero_mu, 0, sizeof(float) * 128 * (size_t)maxH));
-    CK(cudaMalloc((void **)&g_sched, 8));
-    CK(cudaMemset(g_sched, 0, 8));
     if (!no_selfcheck) {
         int sc = selfcheck(seed);
         snprintf(g_selfcheck, sizeof g_selfcheck, "%s", sc ? "FAILED" : "ok");
@@ -667,8 +652,8 @@ int main(int argc, char **argv)
     printf("bench_attn on %s: H = %d, %d warm-up + %d timed runs, median\n", g_device, H, warmup, reps);
     if (ks[1].enabled || ks[2].enabled)
         printf("attn_fp8_sm90 variant: %s; with smoothed V (h3_fp8_sm90_vs): %s\n",
-               ks[1].enabled ? h3k_attn_fp8_sm90_variant_name(0, 0) : "(not timed)",
-               ks[2].enabled ? h3k_attn_fp8_sm90_variant_name(1, 1) : "(not timed)");
+               ks[1].enabled ? h3k_attn_fp8_sm90_variant_name(0) : "(not timed)",
+               ks[2].enabled ? h3k_attn_fp8_sm90_variant_name(1) : "(not timed)");
 
     if (!acc_only) {
         printf("%-20s %7s %4s %4s %10s %10s %9s  %s\n", "kernel", "S", "H", "sets", "median_ms", "min_ms",
