@@ -32,4 +32,15 @@ if [ "${H3_NO_VENV:-0}" != 1 ]; then
     python3 -m venv .venv
     .venv/bin/python -m pip install -q --disable-pip-version-check safetensors numpy ml_dtypes
   fi
+  # with nvcc but no cuobjdump (a toolkit without it, as on CI): NVIDIA's
+  # PyPI cuobjdump and the nvdisasm it runs, for the SASS check of
+  # tests/test_sm90_ptxas.sh
+  nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if [ -x "$nvcc_bin" ] && ! command -v cuobjdump >/dev/null && [ ! -x "$(dirname "$nvcc_bin")/cuobjdump" ] &&
+     ! ls .venv/lib/python3*/site-packages/nvidia/*/bin/cuobjdump >/dev/null 2>&1; then
+    echo "deps: adding nvidia-cuda-cuobjdump and -nvdisasm to .venv"
+    .venv/bin/python -m pip install -q --disable-pip-version-check "nvidia-cuda-cuobjdump==13.*" \
+      "nvidia-cuda-nvdisasm==13.*" ||
+      echo "deps: cuobjdump not installed; test_sm90_ptxas will skip its SASS check"
+  fi
 fi
