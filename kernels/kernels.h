@@ -67,6 +67,12 @@ int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, flo
  * cpu_v_mean): element (s, h, d) of V at v[s * ld + h * stride_h + d] -> mu
  * [H*128] f32. Needs v 4-byte aligned, ld and stride_h even. */
 int h3k_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, h3_stream stream);
+/* The same column sums before the division, as double [H*128] (h3k_v_mean's
+ * order); and the mean from P such sums (a rank's tokens each, --gpus P):
+ * mu = (sum over p in order of parts[p]) / S. For P = 1 that is h3k_v_mean's
+ * mean bit for bit. */
+int h3k_v_colsum(const uint16_t *v, long ld, int stride_h, int S, int H, double *sums, h3_stream stream);
+int h3k_v_mean_parts(const double *parts, int P, int H, int S, float *mu, h3_stream stream);
 
 /* qkv [S][3*H*128] (grouped per head) -> q8, k8 [H][S_pad][128], vt8
  * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. omega: the

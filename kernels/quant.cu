@@ -34,7 +34,8 @@
  * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
  * code 0); mu comes from h3k_v_mean (below), which sums each column in
  * double in the fixed order of config.h's H3_VMEAN_LANES so that the CPU's
- * cpu_v_mean gets the same bits. */
+ * cpu_v_mean gets the same bits (under --gpus P: h3k_v_colsum per rank and
+ * h3k_v_mean_parts over the ranks, sp.c). */
 #include "common.cuh"
 #include "config.h"
 #include "kernels.h"
@@ -283,11 +284,14 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, con
  * of H3_VMEAN_LANES (config.h) sums tokens w, w + LANES, ... of its lane's
  * two columns in double, then the partial sums are added in warp order.
  * 32 warps per CTA: with 16 the 112 CTAs of H = 56 kept too few loads in
- * flight (1.2 TB/s). */
+ * flight (1.2 TB/s). kSum: the column sums themselves (double), for the
+ * ranks of --gpus P, whose means add them up over ranks (h3k_v_mean_parts). */
 #define VMEAN_COLS 64
 static_assert(H3_VMEAN_LANES >= 1 && H3_VMEAN_LANES <= 32, "one warp per lane, at most 1024 threads per CTA");
+template <bool kSum>
 __global__ void __launch_bounds__(32 * H3_VMEAN_LANES)
-    v_mean_kernel(const uint16_t *__restrict__ v, long ld, int stride_h, int S, float *__restrict__ mu)
+    v_mean_kernel(const uint16_t *__restrict__ v, long ld, int stride_h, int S, float *__restrict__ mu,
+                  double *__restrict__ sums)
 {
     __shared__ double part[H3_VMEAN_LANES][VMEAN_COLS];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -306,15 +310,50 @@ __global__ void __launch_bounds__(32 * H3_VMEAN_LANES)
     if (threadIdx.x < VMEAN_COLS) {
         double sum = 0.0;
         for (int k = 0; k < H3_VMEAN_LANES; k++) sum += part[k][threadIdx.x];
-        mu[c0 + threadIdx.x] = (float)(sum / (double)S);
+        if (kSum)
+            sums[c0 + threadIdx.x] = sum;
+        else
+            mu[c0 + threadIdx.x] = (float)(sum / (double)S);
     }
+}
+
+static int v_mean_launch(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, double *sums,
+                         h3_stream stream)
+{
+    if (S < 1 || H < 1 || !v || !(mu || sums)) return (int)cudaErrorInvalidValue;
+    if (((uintptr_t)v & 3u) || (ld & 1) || (stride_h & 1)) return (int)cudaErrorMisalignedAddress;
+    const unsigned grid = (unsigned)(H * 128 / VMEAN_COLS), threads = 32 * H3_VMEAN_LANES;
+    if (sums)
+        v_mean_kernel<true><<<grid, threads, 0, (cudaStream_t)stream>>>(v, ld, stride_h, S, NULL, sums);
+    else
+        v_mean_kernel<false><<<grid, threads, 0, (cudaStream_t)stream>>>(v, ld, stride_h, S, mu, NULL);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int h3k_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, h3_stream stream)
 {
-    if (S < 1 || H < 1 || !v || !mu) return (int)cudaErrorInvalidValue;
-    if (((uintptr_t)v & 3u) || (ld & 1) || (stride_h & 1)) return (int)cudaErrorMisalignedAddress;
-    v_mean_kernel<<<(unsigned)(H * 128 / VMEAN_COLS), 32 * H3_VMEAN_LANES, 0, (cudaStream_t)stream>>>(v, ld, stride_h,
-                                                                                                     S, mu);
+    return mu ? v_mean_launch(v, ld, stride_h, S, H, mu, NULL, stream) : (int)cudaErrorInvalidValue;
+}
+
+extern "C" int h3k_v_colsum(const uint16_t *v, long ld, int stride_h, int S, int H, double *sums, h3_stream stream)
+{
+    return sums ? v_mean_launch(v, ld, stride_h, S, H, NULL, sums, stream) : (int)cudaErrorInvalidValue;
+}
+
+/* mu[c] = (sum over p = 0..P-1, in that order, of parts[p][c]) / S */
+__global__ void v_mean_parts_kernel(const double *__restrict__ parts, int P, int n, int S, float *__restrict__ mu)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n) return;
+    double sum = 0.0;
+    for (int p = 0; p < P; p++) sum += parts[(size_t)p * n + c];
+    mu[c] = (float)(sum / (double)S);
+}
+
+extern "C" int h3k_v_mean_parts(const double *parts, int P, int H, int S, float *mu, h3_stream stream)
+{
+    if (P < 1 || H < 1 || S < 1 || !parts || !mu) return (int)cudaErrorInvalidValue;
+    const int n = H * 128;
+    v_mean_parts_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(parts, P, n, S, mu);
     return (int)cudaGetLastError();
 }

@@ -99,7 +99,6 @@ expect2 "--attn missing" "${base[@]}" --attn
 expect2 "--smooth-v bogus" "${base[@]}" --smooth-v bogus
 expect2 "--smooth-v missing" "${base[@]}" --smooth-v
 expect2 "--smooth-v on with --cpu" "${base[@]}" --smooth-v on --cpu
-expect2 "--smooth-v on with --gpus 2" --quiet --weights "$W" --smooth-v on --gpus 2
 expect_ok "--smooth-v off on the CPU path" "${base[@]}" --smooth-v off --tokens 32
 expect2 "--gemm bogus" "${base[@]}" --gemm bogus
 expect2 "--gemm FP8 (case)" "${base[@]}" --gemm FP8

@@ -384,6 +384,41 @@ static int cmp_scales(const char *what, const float *gpu, const float *ref, size
     return ok;
 }
 
+/* --gpus P's mean of V (sp.c): h3k_v_colsum over P token ranges that
+ * start at 128-token groups, added up in range order by h3k_v_mean_parts.
+ * P = 1 must give cpu_v_mean's bits; P > 1 splits every column's double sum
+ * at the range boundaries, so a mean may move by 1 ulp, rarely. */
+static void test_v_mean_parts(const uint16_t *dqkv, int W3, int S, int H, const float *rmu)
+{
+    const int G = h3_groups(S), n = H * 128;
+    for (int P = 1; P <= 3; P += 2) {
+        if (G < P) continue;
+        double *parts = dalloc((size_t)P * n * 8);
+        float *dmu = dalloc((size_t)n * 4), *mu = xmalloc((size_t)n * 4);
+        for (int p = 0; p < P; p++) {
+            const int t0 = G * p / P * 128, t1 = p == P - 1 ? S : G * (p + 1) / P * 128;
+            CUDA_CHECK((cudaError_t)h3k_v_colsum(dqkv + (size_t)t0 * W3 + 256, W3, 384, t1 - t0, H,
+                                                 parts + (size_t)p * n, 0));
+        }
+        CUDA_CHECK((cudaError_t)h3k_v_mean_parts(parts, P, H, S, dmu, 0));
+        CUDA_CHECK(cudaMemcpy(mu, dmu, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        int same = 0, ulp1 = 0, far = 0;
+        for (int i = 0; i < n; i++) {
+            int32_t a, b;
+            memcpy(&a, &mu[i], 4);
+            memcpy(&b, &rmu[i], 4);
+            const int32_t d = a > b ? a - b : b - a; /* same sign: ulps apart */
+            same += d == 0;
+            ulp1 += d == 1 && (a ^ b) >= 0;
+            far += d > 1 || (d && (a ^ b) < 0);
+        }
+        const int ok = P == 1 ? same == n : far == 0 && ulp1 <= n / 100 + 1;
+        result(ok, "v_mean over %d token range(s) (--gpus %d) S=%d H=%d: %d of %d means identical, %d 1 ulp apart, "
+               "%d further (allowed: %s)", P, P, S, H, same, n, ulp1, far, P == 1 ? "none" : "1 ulp in <= 1%");
+        cudaFree(parts), cudaFree(dmu), free(mu);
+    }
+}
+
 /* smooth: V gets per-(head, dim) offsets up to +-4 (as a GEMM output's
  * channel means) and is quantised less its mean, which h3k_v_mean must
  * reproduce bit for bit (fixed summation order). */
@@ -453,6 +488,7 @@ static void test_qk(int S, int H, int smooth)
         if (smooth) {
             snprintf(what, sizeof what, "v_mean S=%d H=%d", S, H);
             cmp_scales(what, gmu, rmu, (size_t)H * 128, 1);
+            test_v_mean_parts(c.qkv, W3, S, H, rmu);
         }
         snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d q8", S, H);
         cmp_codes(what, gq, rq, n8, 0);

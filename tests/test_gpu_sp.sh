@@ -4,7 +4,9 @@
 # weights and inputs: the outputs must agree within the attention tolerance
 # (relative RMS <= 5e-3; only the GEMMs' cuBLASLt algorithms for S/P rows
 # and the per-rank summation order differ, attention is the same per head).
-# The reference runs with --smooth-v off: the ranks do not smooth V.
+# Both sides smooth V (the default; the ranks add up their column sums for
+# V's mean, which can differ from --gpus 1's in the last bit); the tiny
+# block's P = 2 also runs with --smooth-v off on both sides.
 #   Always (one GPU): --sp-one-device, every rank on GPU 0: tiny block
 #   (2 heads) P = 2 at 300 tokens; full-size block at 5000 tokens (40 groups,
 #   ragged last) for P = 2, 4, 7, 8, both GEMM modes for P = 8; the tiny
@@ -23,31 +25,34 @@ rc=$?
 if [ $rc -eq 2 ] && grep -q "no usable GPU" <<<"$probe"; then echo "test_gpu_sp: $probe: skipped"; exit 77; fi
 [ $rc -eq 0 ] || { echo "probe run failed (rc $rc): $probe"; exit 1; }
 fail=0 notrun=()
-# one W TOKENS TAG ARGS...: --gpus 1 reference (cached per W/TOKENS/GEMM) vs the run with ARGS
+# one W TOKENS TAG GEMM SMOOTH ARGS...: --gpus 1 reference (cached per
+# W/TOKENS/GEMM/SMOOTH) vs the run with ARGS, both with --smooth-v SMOOTH
 one() {
-  local w=$1 n=$2 tag=$3 gemm=$4; shift 4
-  local ref=$work/ref_$(basename "$w" .safetensors)_${n}_${gemm//[:,]/_}.safetensors
+  local w=$1 n=$2 tag=$3 gemm=$4 sm=$5; shift 5
+  local ref=$work/ref_$(basename "$w" .safetensors)_${n}_${gemm//[:,]/_}_$sm.safetensors
   if [ ! -f "$ref" ]; then
-    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v off --check none --repeat 1 --warmup 0 --quiet \
+    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v "$sm" --check none --repeat 1 --warmup 0 --quiet \
       --output "$ref" >"$work/ref.log" 2>&1 || { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
   fi
   local out=$work/sp_$tag.safetensors
-  if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --repeat 2 --warmup 1 --quiet --output "$out" "$@" \
+  if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v "$sm" --repeat 2 --warmup 1 --quiet \
+       --output "$out" "$@" \
        >"$work/sp_$tag.log" 2>&1 && res=$("$st" diff "$out" "$ref" x 5e-3); then
     echo "ok   $tag: $res; block $(grep -E '^block total' "$work/sp_$tag.log" | tr -s ' ' | cut -d' ' -f3) ms"
   else
     echo "FAIL $tag: ${res:-}"; tail -8 "$work/sp_$tag.log"; fail=1
   fi
 }
-one "$work/tiny.safetensors" 300 "tiny P=2 one-device" bf16 --gpus 2 --sp-one-device
-one "$work/tiny.safetensors" 300 "tiny P=2 one-device fp8_qkv_out" fp8:qkv,out --gpus 2 --sp-one-device
+one "$work/tiny.safetensors" 300 "tiny P=2 one-device" bf16 on --gpus 2 --sp-one-device
+one "$work/tiny.safetensors" 300 "tiny P=2 one-device unsmoothed" bf16 off --gpus 2 --sp-one-device
+one "$work/tiny.safetensors" 300 "tiny P=2 one-device fp8_qkv_out" fp8:qkv,out on --gpus 2 --sp-one-device
 [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
-for P in 2 4 7 8; do one "$work/block0.safetensors" 5000 "full S=5000 P=$P one-device" bf16 --gpus $P --sp-one-device; done
-one "$work/block0.safetensors" 5000 "full S=5000 P=8 one-device fp8" fp8 --gpus 8 --sp-one-device
+for P in 2 4 7 8; do one "$work/block0.safetensors" 5000 "full S=5000 P=$P one-device" bf16 on --gpus $P --sp-one-device; done
+one "$work/block0.safetensors" 5000 "full S=5000 P=8 one-device fp8" fp8 on --gpus 8 --sp-one-device
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 for P in 2 4 8; do
   if [ "$ngpu" -ge $P ]; then
-    one "$work/block0.safetensors" 30272 "full S=30272 P=$P nccl" bf16 --gpus $P
+    one "$work/block0.safetensors" 30272 "full S=30272 P=$P nccl" bf16 on --gpus $P
   else
     notrun+=("P=$P over NCCL (needs $P GPUs, $ngpu here)")
   fi

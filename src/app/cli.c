@@ -33,10 +33,10 @@ static const char *usage_text =
     "  --sample N         rows checked per stage with --check stages (default 256)\n"
     "  --attn KERNEL      auto (default: sm90 on Hopper, else mma), mma (portable mma.sync),\n"
     "                     sm90 (wgmma + TMA, sm_90a only)\n"
-    "  --smooth-v on|off  V smoothing (default on for one GPU): V's per-channel mean is taken out\n"
+    "  --smooth-v on|off  V smoothing (default on, GPU only): V's per-channel mean is taken out\n"
     "                     before FP8 quantisation and added back to the attention output (exact\n"
-    "                     for softmax; lets the Hopper kernel keep O in the tensor cores); not\n"
-    "                     with --gpus P > 1 or --cpu\n"
+    "                     for softmax; lets the Hopper kernel keep O in the tensor cores); with\n"
+    "                     --gpus P the ranks share their column sums for the mean over all tokens\n"
     "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
     "                     output channel) and activations (one per token), cuBLASLt FP8 (on the CPU\n"
     "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
@@ -201,8 +201,6 @@ void parse_cli(int argc, char **argv, cli_options *o)
         usage_error("--smooth-v on: the CPU path does not smooth V (its chain quantises V chunk by chunk)%s%s", "", "");
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
-        if (o->smooth_v == 1)
-            usage_error("--smooth-v on: not with --gpus (each rank would need V's mean over all tokens)%s%s", "", "");
         if (check_given && o->check != CHECK_NONE)
             usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)%s%s",
                         "", "");

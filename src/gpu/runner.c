@@ -241,7 +241,8 @@ void h3r_run_op(block_run *br, int op)
     case OP_QKV: gemm(br, G_QKV, d->a, d->a8, d->sa, d->qkv, 3 * I, C); break;
     case OP_QUANT: {
         const float *vmu = br->smooth_v ? d->vmu : NULL;
-        if (vmu) LAUNCH(h3k_v_mean(d->qkv + 256, 3L * I, 384, S, H, d->vmu, br->st)); /* V of head h at 384h + 256 */
+        if (vmu && !br->vmu_given) /* V of head h at 384h + 256 */
+            LAUNCH(h3k_v_mean(d->qkv + 256, 3L * I, 384, S, H, d->vmu, br->st));
         LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->pos, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, br->omega,
                                       vmu, d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;

@@ -12,6 +12,15 @@
  * all S tokens; the inverse all-to-all returns each rank the O rows of its
  * tokens for every head; the rest of the block is local again.
  *
+ * V smoothing (on unless --smooth-v off): V's mean is over all S tokens, and
+ * each rank quantises only its own, so before qk_norm_rope_quant every rank
+ * takes the column sums of its tokens (h3k_v_colsum, double), sends them to
+ * every rank (P x 56 KB at H = 56), and adds them up in rank order
+ * (h3k_v_mean_parts): all ranks get the same mean. It equals --gpus 1's
+ * except where splitting a column's double sum at the rank boundaries moves
+ * its last bit (then the float mean by at most 1 ulp; test_gpu_sp.sh
+ * compares the outputs within its tolerance).
+ *
  * Every message is a contiguous slice of the sender's buffer (heads are the
  * outer dimension of q8/k8/vt8/scales, tokens of O); the receiver lands it
  * in a staging buffer and places it with one 2D copy (cudaMemcpy2DAsync).
@@ -101,6 +110,8 @@ typedef struct {
     float *alse;               // [Hl][S]
     uint8_t *stage_qkv;        // from each peer: its q8 | k8 | vt8 | sq | sk | sv pieces for our heads
     uint16_t *stage_o;         // from each peer: its O rows for our tokens, [S_r][Hl*128]
+    double *vsum;              // V smoothing: our tokens' column sums of V [H*128]
+    double *vsums;             // every rank's vsum, in rank order [P][H*128]
     size_t off_qkv[SP_MAX], off_o[SP_MAX]; /* byte offsets of each peer's region */
     cudaEvent_t ev[8];
 #ifdef H3_HAVE_NCCL_H
@@ -110,7 +121,7 @@ typedef struct {
 
 typedef struct {
     const h3_config *cfg;
-    int P, Hl, S, G, one_device;
+    int P, Hl, S, G, one_device, smooth_v;
     sp_rank rk[SP_MAX];
 #ifdef H3_HAVE_NCCL_H
     nccl_api nccl;
@@ -242,6 +253,26 @@ static void a2a_o(sp_ctx *x)
     }
 }
 
+/* V smoothing: the mean over all ranks' tokens into every rank's vmu. */
+static void vmean_all(sp_ctx *x)
+{
+    const int H = x->cfg->heads, I = H * 128;
+    for (int r = 0; r < x->P; r++) {
+        sp_rank *a = &x->rk[r];
+        CUDA_CHECK(cudaSetDevice(a->dev));
+        LAUNCH(h3k_v_colsum(a->br.d.qkv + 256, 3L * I, 384, a->S_r, H, a->vsum, a->br.st)); /* V of head h at 384h + 256 */
+    }
+    group(x, 1);
+    for (int r = 0; r < x->P; r++)
+        for (int j = 0; j < x->P; j++) xfer(x, r, x->rk[r].vsum, j, x->rk[j].vsums + (size_t)r * I, (size_t)I * 8);
+    group(x, 0);
+    for (int j = 0; j < x->P; j++) {
+        sp_rank *b = &x->rk[j];
+        CUDA_CHECK(cudaSetDevice(b->dev));
+        LAUNCH(h3k_v_mean_parts(b->vsums, x->P, H, x->S, b->br.d.vmu, b->br.st));
+    }
+}
+
 /* The phases of one block run. */
 enum { PH_PRE, PH_A2A_QKV, PH_ATTN, PH_A2A_O, PH_POST, PH_N };
 static const char *const ph_names[PH_N] = {"norm1_mod+qkv_gemm+qk_norm_rope_quant", "all_to_all_qkv (fp8)",
@@ -263,6 +294,10 @@ static void run_block(sp_ctx *x)
         CUDA_CHECK(cudaSetDevice(x->rk[r].dev));
         h3r_run_op(&x->rk[r].br, OP_NORM1);
         h3r_run_op(&x->rk[r].br, OP_QKV);
+    }
+    if (x->smooth_v) vmean_all(x);
+    for (int r = 0; r < x->P; r++) {
+        CUDA_CHECK(cudaSetDevice(x->rk[r].dev));
         h3r_run_op(&x->rk[r].br, OP_QUANT);
     }
     mark(x, 1);
@@ -271,11 +306,11 @@ static void run_block(sp_ctx *x)
     for (int j = 0; j < x->P; j++) {
         sp_rank *b = &x->rk[j];
         CUDA_CHECK(cudaSetDevice(b->dev));
-        /* no V smoothing here: each rank quantises its own tokens, and the
-         * mean would have to be over all of them (an all-reduce) */
-        int rc = b->br.use_sm90 ? h3k_attn_fp8_sm90(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, NULL, x->S,
+        /* our heads' part of V's mean (the same on every rank) */
+        const float *vmu = x->smooth_v ? b->br.d.vmu + (size_t)j * x->Hl * 128 : NULL;
+        int rc = b->br.use_sm90 ? h3k_attn_fp8_sm90(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, vmu, x->S,
                                                     x->Hl, b->aO, b->alse, b->br.st)
-                                : h3k_attn_fp8_mma(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, NULL, x->S,
+                                : h3k_attn_fp8_mma(b->aq8, b->ak8, b->avt8, b->asq, b->ask, b->asv, vmu, x->S,
                                                    x->Hl, b->aO, b->alse, b->br.st);
         if (rc) {
             fprintf(stderr, "dit_block: attention launch failed on rank %d: %s\n", j, cudaGetErrorString((cudaError_t)rc));
@@ -328,6 +363,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     x->S = S;
     x->G = G;
     x->one_device = o->sp_one_device;
+    x->smooth_v = o->smooth_v != 0; /* on unless --smooth-v off */
     const int fp8_mask = o->fp8_mask; /* every rank runs the same GEMM precisions */
     const int use_sm90 = o->attn == ATTN_SM90 || (o->attn == ATTN_AUTO && h3k_attn_fp8_sm90_available());
     const size_t Sp = (size_t)G * 128, Hl = x->Hl;
@@ -361,7 +397,8 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         br->S = a->S_r;
         br->fp8_mask = fp8_mask;
         br->use_sm90 = use_sm90;
-        br->smooth_v = 0;
+        br->smooth_v = x->smooth_v;
+        br->vmu_given = 1; /* vmean_all sets vmu before OP_QUANT */
         cpu_rope_omega(c, br->omega);
         if (x->one_device && rr > 0) {
             br->st = shared_st;
@@ -395,11 +432,13 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         CUDA_CHECK(cudaMemcpy(br->d.pos, in->pos + (size_t)a->tok0 * 3, (size_t)a->S_r * 12, cudaMemcpyHostToDevice));
         /* head-sharded attention buffers and staging */
         size_t t = 0;
-        void **hb[8] = {(void **)&a->aq8, (void **)&a->ak8, (void **)&a->avt8, (void **)&a->asq,
-                        (void **)&a->ask, (void **)&a->asv, (void **)&a->aO,  (void **)&a->alse};
-        const size_t hbytes[8] = {Hl * Sp * 128, Hl * Sp * 128, Hl * Sp * 128, Hl * G * 4, Hl * G * 4, Hl * G * 4,
-                                  (size_t)S * Hl * 128 * 2, Hl * S * 4};
-        for (int i = 0; i < 8; i++)
+        void **hb[10] = {(void **)&a->aq8, (void **)&a->ak8, (void **)&a->avt8, (void **)&a->asq,
+                         (void **)&a->ask, (void **)&a->asv, (void **)&a->aO,  (void **)&a->alse,
+                         (void **)&a->vsum, (void **)&a->vsums};
+        const size_t hbytes[10] = {Hl * Sp * 128, Hl * Sp * 128, Hl * Sp * 128, Hl * G * 4, Hl * G * 4, Hl * G * 4,
+                                   (size_t)S * Hl * 128 * 2, Hl * S * 4, (size_t)H * 128 * 8,
+                                   (size_t)P * H * 128 * 8};
+        for (int i = 0; i < 10; i++)
             if (h3r_dev_alloc(hb[i], hbytes[i], &t, err, errlen)) return -1;
         CUDA_CHECK(cudaMemset(a->aq8, 0, Hl * Sp * 128)); /* padding tokens stay code 0 */
         CUDA_CHECK(cudaMemset(a->ak8, 0, Hl * Sp * 128));
@@ -444,8 +483,9 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
 
     snprintf(r->path, sizeof r->path, "gpu");
     snprintf(r->device, sizeof r->device, "%d x %.90s%s", P, gi->name, x->one_device ? " (on GPU 0)" : "");
-    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank",
-             use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", x->Hl);
+    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank%s",
+             use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", x->Hl,
+             x->smooth_v ? ", V smoothed (mean over all ranks' tokens)" : "");
     h3r_gemm_desc(fp8_mask, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;
@@ -511,8 +551,9 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         if (a->comm) x->nccl.destroy(a->comm);
 #endif
         for (int i = 0; i < 6; i++) CUDA_CHECK(cudaEventDestroy(a->ev[i]));
-        void *hb[10] = {a->aq8, a->ak8, a->avt8, a->asq, a->ask, a->asv, a->aO, a->alse, a->stage_qkv, a->stage_o};
-        for (int i = 0; i < 10; i++) CUDA_CHECK(cudaFree(hb[i]));
+        void *hb[12] = {a->aq8,  a->ak8, a->avt8,      a->asq,    a->ask,  a->asv,
+                        a->aO,   a->alse, a->stage_qkv, a->stage_o, a->vsum, a->vsums};
+        for (int i = 0; i < 12; i++) CUDA_CHECK(cudaFree(hb[i]));
         for (int i = a->nalloc - 1; i >= 0; i--)
             if (!(a->allocs[i].weight && x->one_device && rr > 0)) CUDA_CHECK(cudaFree(*a->allocs[i].p));
         if (!(x->one_device && rr > 0)) {
