@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int G = gridDim.x, S_pad = G * H3_QGROUP;
     const int n = min(H3_QGROUP, S - g * H3_QGROUP); /* valid tokens of this group */
-    const size_t W3 = (size_t)384 * H;
+    const size_t W3 = (size_t)H3_QKV_HEAD_STRIDE * H;
 
     /* Lane roles in phase 1. */
     const int part = lane >> 4; /* 0: q, 1: k */
@@ -109,13 +109,13 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
         for (int t = 0; t < 4; t++) {
             const int i = i0 + t;
             const size_t s = (size_t)g * H3_QGROUP + i;
-            xq[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + 384 * h + 128 * part + 8 * c) : zero;
+            xq[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + 128 * part + 8 * c) : zero;
         }
 #pragma unroll
         for (int t = 0; t < 2; t++) {
             const int i = i0 + 2 * t + part;
             const size_t s = (size_t)g * H3_QGROUP + i;
-            xv[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + 384 * h + 256 + 8 * c) : zero;
+            xv[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + H3_QKV_V_OFFSET + 8 * c) : zero;
         }
 #pragma unroll
         for (int t = 0; t < 2; t++) {

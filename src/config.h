@@ -111,6 +111,10 @@ int h3_config_validate(const h3_config *cfg, char *err, size_t errlen);
 /* Derived sizes. */
 static inline int h3_attn_width(const h3_config *c) { return c->heads * c->head_dim; }
 static inline int h3_qkv_width(const h3_config *c) { return 3 * c->heads * c->head_dim; }
+/* The qkv GEMM's output is grouped per head: row s holds head h's q, k, v at
+ * columns H3_QKV_HEAD_STRIDE h + 0, 128, H3_QKV_V_OFFSET (head_dim 128). */
+#define H3_QKV_HEAD_STRIDE 384
+#define H3_QKV_V_OFFSET 256
 static inline int h3_mod_width(const h3_config *c) { return c->modalities * H3_SLOTS * c->hidden; }
 
 /* Quantisation group and sequence padding for the FP8 attention operands:

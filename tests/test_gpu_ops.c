@@ -334,7 +334,7 @@ static int qk_launch(void *p)
 {
     qk_ctx *c = p;
     if (c->vmu) {
-        const int rc = h3k_v_mean(c->qkv + 256, 3L * 128 * c->H, 384, c->S, c->H, c->vmu, 0);
+        const int rc = h3k_v_mean(c->qkv + H3_QKV_V_OFFSET, 3L * 128 * c->H, H3_QKV_HEAD_STRIDE, c->S, c->H, c->vmu, 0);
         if (rc) return rc;
     }
     return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, c->eps, c->omega, c->vmu, c->q8, c->k8,
@@ -397,7 +397,7 @@ static void test_v_mean_parts(const uint16_t *dqkv, int W3, int S, int H, const 
         float *dmu = dalloc((size_t)n * 4), *mu = xmalloc((size_t)n * 4);
         for (int p = 0; p < P; p++) {
             const int t0 = G * p / P * 128, t1 = p == P - 1 ? S : G * (p + 1) / P * 128;
-            CUDA_CHECK((cudaError_t)h3k_v_colsum(dqkv + (size_t)t0 * W3 + 256, W3, 384, t1 - t0, H,
+            CUDA_CHECK((cudaError_t)h3k_v_colsum(dqkv + (size_t)t0 * W3 + H3_QKV_V_OFFSET, W3, H3_QKV_HEAD_STRIDE, t1 - t0, H,
                                                  parts + (size_t)p * n, 0));
         }
         CUDA_CHECK((cudaError_t)h3k_v_mean_parts(parts, P, H, S, dmu, 0));
@@ -460,7 +460,7 @@ static void test_qk(int S, int H, int smooth)
     float *rmu = NULL;
     if (smooth) {
         rmu = xmalloc((size_t)H * 128 * 4);
-        cpu_v_mean(qkv + 256, W3, 384, S, H, rmu);
+        cpu_v_mean(qkv + H3_QKV_V_OFFSET, W3, H3_QKV_HEAD_STRIDE, S, H, rmu);
     }
     fill_bf16_normal(qw, 128, 1.0f, 0.3f);
     fill_bf16_normal(kw, 128, 1.0f, 0.3f);

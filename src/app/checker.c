@@ -181,9 +181,11 @@ void h3_compare_e4m3(report_check *c, const uint8_t *got, const uint8_t *ref, lo
                  differ, n, far, first, first >= 0 ? got[first] : 0, first >= 0 ? ref[first] : 0);
 }
 
-/* Scales: the fraction that differ at all (rel_rms) and the largest
- * relative difference (max_abs); tol_rms / tol_max bound them. */
-static void compare_scales(report_check *c, const float *got, const float *ref, long n, int at_least_one)
+/* Scales (or V's means, noun "means"): the fraction that differ at all
+ * (rel_rms) and the largest relative difference (max_abs); tol_rms /
+ * tol_max bound them. */
+static void compare_scales(report_check *c, const float *got, const float *ref, long n, int at_least_one,
+                           const char *noun)
 {
     /* tol_rms is a fraction of the scales; at_least_one: one may differ
      * whenever any may (per-token rows of a small sample) */
@@ -203,7 +205,7 @@ static void compare_scales(report_check *c, const float *got, const float *ref, 
     c->asserted = 1;
     c->pass = far == 0 && c->rel_rms <= allowed;
     if (!c->pass)
-        snprintf(c->detail, sizeof c->detail, "%ld of %ld scales differ (largest by %.3g relative)", differ, n, worst);
+        snprintf(c->detail, sizeof c->detail, "%ld of %ld %s differ (largest by %.3g relative)", differ, n, noun, worst);
 }
 
 /* A compact [nrows][N] bf16 buffer for the CPU's output on the sampled rows. */
@@ -267,10 +269,10 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
     CHECK(rq && rk && rv && rs && (rmu || !vmu), "out of host memory");
     if (vmu) { /* V smoothing: the mean is summed in a fixed order, so it must agree bit for bit */
         const int I = h3_attn_width(k->cfg);
-        cpu_v_mean(qkv + 256, 3L * I, 384, k->S, H, rmu);
+        cpu_v_mean(qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, k->S, H, rmu);
         report_check *c = report_add_check(r, "qk_norm_rope_quant", "v mean vs cpu");
         set_tol(c, "quant_exact");
-        compare_scales(c, vmu, rmu, (long)H * 128, 0);
+        compare_scales(c, vmu, rmu, (long)H * 128, 0, "means");
     }
     cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rmu, rq, rk,
                            rv, rs, rs + ns, rs + 2 * ns);
@@ -289,7 +291,7 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
     for (int i = 0; i < 3; i++) {
         report_check *c = report_add_check(r, "qk_norm_rope_quant", swhat[i]);
         set_tol(c, i == 2 ? "quant_exact" : "qk_scales");
-        compare_scales(c, gs[i], rs + i * ns, (long)ns, 0);
+        compare_scales(c, gs[i], rs + i * ns, (long)ns, 0, "scales");
     }
     free(rq);
     free(rk);
@@ -421,7 +423,7 @@ void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const
                  differ, same_n, far, first >= 0 ? k->rows[first / cols] : -1, first >= 0 ? first % cols : -1L);
     c = report_add_check(r, stage, "row scales vs cpu");
     set_tol(c, "row_scales");
-    compare_scales(c, gs, rs, n, 1);
+    compare_scales(c, gs, rs, n, 1, "scales");
     free(rq);
     free(gq);
     free(rs);
@@ -459,7 +461,7 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
     snprintf(w, sizeof w, "%s scales vs cpu", what);
     c = report_add_check(r, stage, w);
     set_tol(c, "quant_exact");
-    compare_scales(c, gs, rs, n, 0);
+    compare_scales(c, gs, rs, n, 0, "scales");
     if (gathered) {
         free(xr);
         free(gq);

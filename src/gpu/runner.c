@@ -241,8 +241,8 @@ void h3r_run_op(block_run *br, int op)
     case OP_QKV: gemm(br, G_QKV, d->a, d->a8, d->sa, d->qkv, 3 * I, C); break;
     case OP_QUANT: {
         const float *vmu = br->smooth_v ? d->vmu : NULL;
-        if (vmu && !br->vmu_given) /* V of head h at 384h + 256 */
-            LAUNCH(h3k_v_mean(d->qkv + 256, 3L * I, 384, S, H, d->vmu, br->st));
+        if (vmu && !br->vmu_given)
+            LAUNCH(h3k_v_mean(d->qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, S, H, d->vmu, br->st));
         LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->pos, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, br->omega,
                                       vmu, d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;
@@ -560,9 +560,10 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     snprintf(r->path, sizeof r->path, "gpu");
     snprintf(r->device, sizeof r->device, "%s", gi->name);
     char variant[16] = "";
-    if (br.use_sm90) /* the name's first word, "vN" */
-        snprintf(variant, sizeof variant, " %.*s", (int)strcspn(h3k_attn_fp8_sm90_variant_name(br.smooth_v), " "),
-                 h3k_attn_fp8_sm90_variant_name(br.smooth_v));
+    if (br.use_sm90) { /* the name's first word, "vN" */
+        const char *vn = h3k_attn_fp8_sm90_variant_name(br.smooth_v);
+        snprintf(variant, sizeof variant, " %.*s", (int)strcspn(vn, " "), vn);
+    }
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s",
              br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", variant, key_tile,
              br.smooth_v ? ", V smoothed" : "");

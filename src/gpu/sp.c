@@ -260,7 +260,7 @@ static void vmean_all(sp_ctx *x)
     for (int r = 0; r < x->P; r++) {
         sp_rank *a = &x->rk[r];
         CUDA_CHECK(cudaSetDevice(a->dev));
-        LAUNCH(h3k_v_colsum(a->br.d.qkv + 256, 3L * I, 384, a->S_r, H, a->vsum, a->br.st)); /* V of head h at 384h + 256 */
+        LAUNCH(h3k_v_colsum(a->br.d.qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, a->S_r, H, a->vsum, a->br.st));
     }
     group(x, 1);
     for (int r = 0; r < x->P; r++)
