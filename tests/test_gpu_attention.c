@@ -23,8 +23,10 @@
  *     1e-3 + 2e-3 |LSE| (see run_case).
  *   vs exact: relative RMS reported; asserted only as a sanity bound (15% on
  *     normal data with per-group scales, 15% on the stress mix, whose
- *     outliers FP8 per-group scales flatten, 8% otherwise), above the ~5% FP8
- *     error of FlashAttention-3 and far below a wrong kernel. */
+ *     outliers FP8 per-group scales flatten, 8% otherwise, or the emulation's
+ *     own distance from exact on that draw + 5% of it + 1 point, whichever
+ *     is larger; the emulation itself within twice the bound), above the ~5%
+ *     FP8 error of FlashAttention-3 and far below a wrong kernel. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
@@ -267,13 +269,14 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     float *Le = malloc(sizeof(float) * H * nr), *Lx = malloc(sizeof(float) * H * nr);
     cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, kd->key_tile, 1, rows, nr, Oe, Le);
     cpu_attention_exact(q, k, v, S, H, rows, nr, Ox, Lx);
-    errst ee = {0}, ex = {0};
+    errst ee = {0}, ex = {0}, cx = {0}; /* gpu vs emulation, gpu vs exact, emulation vs exact */
     double lse_err = 0.0;
     for (int r = 0; r < nr; r++)
         for (int c = 0; c < I; c++) {
             double got = h3_bf16_to_f32(O[0][(size_t)rows[r] * I + c]);
             err_add(&ee, got, h3_bf16_to_f32(Oe[(size_t)r * I + c]));
             err_add(&ex, got, h3_bf16_to_f32(Ox[(size_t)r * I + c]));
+            err_add(&cx, h3_bf16_to_f32(Oe[(size_t)r * I + c]), h3_bf16_to_f32(Ox[(size_t)r * I + c]));
         }
     for (int h = 0; h < H; h++)
         for (int r = 0; r < nr; r++) {
@@ -285,8 +288,14 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
      * exact (the portable kernel, 3e-5 from its emulation, measures 8.3-8.7%
      * on the H200, and at S = 4097, H = 1 the emulation itself was 12.9%
      * from exact, one head's few low-scale groups), so the sanity bound for
-     * that mix is 15%. */
+     * that mix is 15%. The contract's own error has a long tail over draws
+     * (seed 1796400469, S = 3554, H = 2: the emulation 15.5% from exact, every
+     * kernel within 3e-3 of it), so the kernel may also be as far from exact
+     * as the emulation is on this draw, plus 1 point; the emulation itself
+     * must stay within twice the bound (a broken contract, or a broken
+     * emulation, shows there). */
     const double exact_bound = dist == DIST_STRESS || dist == DIST_NORMAL ? 0.15 : 0.08;
+    const double contract = rel_rms(&cx), exact_allowed = fmax(exact_bound, 1.05 * contract + 0.01);
     /* Hopper's FP8 tensor cores accumulate with ~13 mantissa bits, truncating
      * (DeepSeek-V3 §3.5.2, SageAttention2): each QK^T dot carries a relative
      * error up to ~4 * 2^-13 (4 chained k-steps), so the logit x = c * dot is
@@ -384,9 +393,16 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         ok = 0;
         snprintf(why, sizeof why, "LSE abs error %.3e over its bound (x%.2f)", lse_err, lse_excess);
     }
-    if (ok && !(rel_rms(&ex) <= exact_bound)) {
+    if (ok && !(contract <= 2 * exact_bound)) {
         ok = 0;
-        snprintf(why, sizeof why, "vs exact rel RMS %.3e > sanity bound %.2f", rel_rms(&ex), exact_bound);
+        snprintf(why, sizeof why, "the emulation (the FP8 contract) is %.3e from exact, over its sanity bound %.2f",
+                 contract, 2 * exact_bound);
+    } else if (ok && !(rel_rms(&ex) <= exact_allowed)) {
+        ok = 0;
+        snprintf(why, sizeof why, "vs exact rel RMS %.3e > sanity bound %.3f (the emulation: %.3e)", rel_rms(&ex),
+                 exact_allowed, contract);
+    } else if (ok && rel_rms(&ex) > exact_bound && !why[0]) {
+        snprintf(why, sizeof why, "vs exact over %.2f, as the emulation is (%.3e) on this draw", exact_bound, contract);
     }
     printf("%s %-14s S=%5d H=%2d %-20s rows %5d  emu: relRMS %.2e maxabs %.2e lse %.1e  exact: relRMS %.2e maxabs %.2e%s%s\n",
            ok ? "ok  " : "FAIL", kd->name, S, H, dist_name[dist], nr, rel_rms(&ee), ee.max_abs, lse_err, rel_rms(&ex),
