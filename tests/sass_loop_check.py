@@ -18,7 +18,7 @@ import sys
 
 FUNC = re.compile(r"\s+Function : (\S+)")
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-BRANCH = re.compile(r"\bBRA(?:\.[A-Z.]+)?\s+(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)")
+BRANCH = re.compile(r"\bBRA(?:\.[A-Z.]+)?\s+(?:!?U?P[T0-9]+,\s*)?(?:`\(\.L_x_\d+\)\s+)?(0x[0-9a-f]+)")
 
 
 def functions(path):

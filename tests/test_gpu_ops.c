@@ -407,7 +407,7 @@ static void test_v_mean_parts(const uint16_t *dqkv, int W3, int S, int H, const 
             int32_t a, b;
             memcpy(&a, &mu[i], 4);
             memcpy(&b, &rmu[i], 4);
-            const int32_t d = a > b ? a - b : b - a; /* same sign: ulps apart */
+            const int64_t d = a > b ? (int64_t)a - b : (int64_t)b - a; /* same sign: ulps apart */
             same += d == 0;
             ulp1 += d == 1 && (a ^ b) >= 0;
             far += d > 1 || (d && (a ^ b) < 0);

@@ -25,6 +25,7 @@ rc=$?
 if [ $rc -eq 2 ] && grep -q "no usable GPU" <<<"$probe"; then echo "test_gpu_sp: $probe: skipped"; exit 77; fi
 [ $rc -eq 0 ] || { echo "probe run failed (rc $rc): $probe"; exit 1; }
 fail=0 notrun=()
+rm -f "$work"/ref_*.safetensors # references from an earlier build would compare against old code
 # one W TOKENS TAG GEMM SMOOTH ARGS...: --gpus 1 reference (cached per
 # W/TOKENS/GEMM/SMOOTH) vs the run with ARGS, both with --smooth-v SMOOTH
 one() {
@@ -34,10 +35,15 @@ one() {
     "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v "$sm" --check none --repeat 1 --warmup 0 --quiet \
       --output "$ref" >"$work/ref.log" 2>&1 || { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
   fi
-  local out=$work/sp_$tag.safetensors
+  local out=$work/sp_$tag.safetensors res=
   if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v "$sm" --repeat 2 --warmup 1 --quiet \
        --output "$out" "$@" \
        >"$work/sp_$tag.log" 2>&1 && res=$("$st" diff "$out" "$ref" x 5e-3); then
+    # the ranks must have smoothed exactly when asked (the report's attention line says so)
+    if { [ "$sm" = on ] && ! grep -q "V smoothed (mean over all ranks' tokens)" "$work/sp_$tag.log"; } ||
+       { [ "$sm" = off ] && grep -q "V smoothed" "$work/sp_$tag.log"; }; then
+      echo "FAIL $tag: the report does not say V was smoothed exactly when --smooth-v $sm"; fail=1; return
+    fi
     echo "ok   $tag: $res; block $(grep -E '^block total' "$work/sp_$tag.log" | tr -s ' ' | cut -d' ' -f3) ms"
   else
     echo "FAIL $tag: ${res:-}"; tail -8 "$work/sp_$tag.log"; fail=1

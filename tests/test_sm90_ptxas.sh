@@ -18,8 +18,8 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 nvcc=${1:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [ -x "$nvcc" ] || { echo "skip: no nvcc"; exit 77; }
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+log=$(mktemp) cubin=$(mktemp --suffix=.cubin) sass=$(mktemp)
+trap 'rm -f "$log" "$cubin" "$sass"' EXIT
 if ! "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" \
     -c "$here/kernels/attn_fp8_sm90.cu" -o /dev/null -Xptxas -v >"$log" 2>&1; then
   echo "FAIL: nvcc could not compile kernels/attn_fp8_sm90.cu for sm_90a:"
@@ -66,8 +66,6 @@ if ! grep -q "define H3_SM90_DEFAULT_VARIANT 16$" "$here/kernels/attn_fp8_sm90.c
   echo "FAIL: the default variants are no longer v16 and v78: update the SASS check in $0"
   fail=1
 elif [ -n "$cuobjdump" ]; then
-  cubin=$(mktemp --suffix=.cubin)
-  sass=$(mktemp)
   if "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" \
        -cubin "$here/kernels/attn_fp8_sm90.cu" -o "$cubin" >/dev/null 2>&1 &&
      PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$cubin" >"$sass" 2>/dev/null; then
@@ -82,7 +80,6 @@ elif [ -n "$cuobjdump" ]; then
     echo "FAIL: could not build a cubin of attn_fp8_sm90.cu or disassemble it with $cuobjdump"
     fail=1
   fi
-  rm -f "$cubin" "$sass"
 fi
 [ $fail -eq 0 ] && echo "ok: $kernels attn_fp8_sm90 variants, no wgmma serialisation, no spills; attn_fp8_mma (sm_90a) no spills; $sass_note"
 exit $fail

@@ -29,8 +29,8 @@ typedef struct {
     int quiet;            /* --quiet: no progress bars */
     int gpus;             /* --gpus P: sequence parallel over P GPUs (1 = the single-GPU runner) */
     int sp_one_device;    /* --sp-one-device: the P ranks on GPU 0, one after another (tests the sharding) */
-    int smooth_v;         /* --smooth-v on|off: 1, 0, or -1 unset (on for the one-GPU runner, off for
-                             --gpus P and the CPU path) */
+    int smooth_v;         /* --smooth-v on|off: 1, 0, or -1 unset (on for the GPU runners, one GPU
+                             or --gpus P; off for the CPU path) */
 } cli_options;
 
 /* Parses argv into o; prints usage and exits 0 on --help, prints one line and

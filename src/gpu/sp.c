@@ -17,9 +17,10 @@
  * takes the column sums of its tokens (h3k_v_colsum, double), sends them to
  * every rank (P x 56 KB at H = 56), and adds them up in rank order
  * (h3k_v_mean_parts): all ranks get the same mean. It equals --gpus 1's
- * except where splitting a column's double sum at the rank boundaries moves
- * its last bit (then the float mean by at most 1 ulp; test_gpu_sp.sh
- * compares the outputs within its tolerance).
+ * except where splitting a column's double sum at the rank boundaries
+ * changes its rounding (rare: double sums of BF16 values; test_gpu_ops
+ * allows 1 ulp in 1% of the means, test_gpu_sp.sh compares the outputs
+ * within its tolerance).
  *
  * Every message is a contiguous slice of the sender's buffer (heads are the
  * outer dimension of q8/k8/vt8/scales, tokens of O); the receiver lands it

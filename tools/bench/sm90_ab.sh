@@ -12,6 +12,7 @@ VARS=${2:?variants, e.g. 1,16,34}
 ROUNDS=${3:-2}
 REPS=${4:-30}
 SEQS=${H3_AB_SEQS:-30272}
+nseq=$(tr ',' '\n' <<<"$SEQS" | grep -c .)
 OUT=${OUT:-$PWD/out}/sm90_ab
 mkdir -p "$OUT"
 declare -A all
@@ -20,7 +21,7 @@ for r in $(seq 1 "$ROUNDS"); do
     clk=$(nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader 2>/dev/null | tr -d ' ')
     # with H3_SM90_VARIANT set bench_attn times vN only, in its own mode's row
     # (h3_fp8_sm90, or h3_fp8_sm90_vs for variants that add V's mean, e.g. v78)
-    rows=$(H3_SM90_VARIANT=$v timeout 120 "$B/tools/bench/bench_attn" --seqs "$SEQS" --kernels sm90 --reps "$REPS" \
+    rows=$(H3_SM90_VARIANT=$v timeout $((120 * nseq)) "$B/tools/bench/bench_attn" --seqs "$SEQS" --kernels sm90 --reps "$REPS" \
          --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1 ~ /^h3_fp8_sm90/ {print $2, $5}')
     for S in ${SEQS//,/ }; do
       ms=$(awk -v s="$S" '$1 == s {print $2}' <<<"$rows")
