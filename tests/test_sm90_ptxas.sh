@@ -18,10 +18,12 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 nvcc=${1:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [ -x "$nvcc" ] || { echo "skip: no nvcc"; exit 77; }
-log=$(mktemp) cubin=$(mktemp --suffix=.cubin) sass=$(mktemp)
-trap 'rm -f "$log" "$cubin" "$sass"' EXIT
-if ! "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" \
-    -c "$here/kernels/attn_fp8_sm90.cu" -o /dev/null -Xptxas -v >"$log" 2>&1; then
+log=$(mktemp) mlog=$(mktemp) cubin=$(mktemp --suffix=.cubin) sass=$(mktemp)
+trap 'rm -f "$log" "$mlog" "$cubin" "$sass"' EXIT
+# FILE OUT: FILE built for sm_90a as a cubin OUT, ptxas -v's report on stdout/stderr
+sm90a() { "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" -cubin "$1" -o "$2" -Xptxas -v; }
+# one build of attn_fp8_sm90.cu: ptxas's report here, its SASS below
+if ! sm90a "$here/kernels/attn_fp8_sm90.cu" "$cubin" >"$log" 2>&1; then
   echo "FAIL: nvcc could not compile kernels/attn_fp8_sm90.cu for sm_90a:"
   tail -20 "$log"
   exit 1
@@ -41,15 +43,12 @@ if grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$log"; then
   echo "FAIL: a variant spills registers (lines above; the function precedes them in ptxas -v)"
   fail=1
 fi
-mlog=$(mktemp)
-if ! "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" \
-    -c "$here/kernels/attn_fp8_mma.cu" -o /dev/null -Xptxas -v >"$mlog" 2>&1; then
+if ! sm90a "$here/kernels/attn_fp8_mma.cu" /dev/null >"$mlog" 2>&1; then
   echo "FAIL: nvcc could not compile kernels/attn_fp8_mma.cu for sm_90a:"; tail -20 "$mlog"; fail=1
 elif grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$mlog"; then
   echo "FAIL: attn_fp8_mma (sm_90a) spills registers"
   fail=1
 fi
-rm -f "$mlog"
 
 # SASS of the default variants. The mangled names carry the template
 # arguments: v16 = kernel<2 stages, kFOverlap | kFExpScale = 129>, v78 =
@@ -66,9 +65,7 @@ if ! grep -q "define H3_SM90_DEFAULT_VARIANT 16$" "$here/kernels/attn_fp8_sm90.c
   echo "FAIL: the default variants are no longer v16 and v78: update the SASS check in $0"
   fail=1
 elif [ -n "$cuobjdump" ]; then
-  if "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/src" \
-       -cubin "$here/kernels/attn_fp8_sm90.cu" -o "$cubin" >/dev/null 2>&1 &&
-     PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$cubin" >"$sass" 2>/dev/null; then
+  if PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$cubin" >"$sass" 2>/dev/null; then
     if python3 "$here/tests/sass_loop_check.py" "$sass" 16 \
          v16=_Z24h3k_attn_fp8_sm90_kernelILi2ELj129E v78=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELi0ELj65664E; then
       sass_note="SASS of v16 and v78: QGMMA in the main loop, no local memory, no long MUFU run"
@@ -77,7 +74,7 @@ elif [ -n "$cuobjdump" ]; then
       fail=1
     fi
   else
-    echo "FAIL: could not build a cubin of attn_fp8_sm90.cu or disassemble it with $cuobjdump"
+    echo "FAIL: could not disassemble the cubin of attn_fp8_sm90.cu with $cuobjdump"
     fail=1
   fi
 fi
