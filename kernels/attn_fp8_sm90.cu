@@ -1174,8 +1174,7 @@ template <int St, unsigned F> static Variant make_variant(const char *name)
 template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St, Flush != 0>::kBytes, name, kWg3Rows,
-                   kWg3Threads,
-                   (F & kFVMean) != 0};
+                   kWg3Threads, (F & kFVMean) != 0};
 }
 
 template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)

@@ -317,27 +317,28 @@ __global__ void __launch_bounds__(32 * H3_VMEAN_LANES)
     }
 }
 
+/* the mean into mu, or (mu NULL) the column sums into sums */
 static int v_mean_launch(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, double *sums,
                          h3_stream stream)
 {
     if (S < 1 || H < 1 || !v || !(mu || sums)) return (int)cudaErrorInvalidValue;
     if (((uintptr_t)v & 3u) || (ld & 1) || (stride_h & 1)) return (int)cudaErrorMisalignedAddress;
     const unsigned grid = (unsigned)(H * 128 / VMEAN_COLS), threads = 32 * H3_VMEAN_LANES;
-    if (sums)
-        v_mean_kernel<true><<<grid, threads, 0, (cudaStream_t)stream>>>(v, ld, stride_h, S, NULL, sums);
-    else
+    if (mu)
         v_mean_kernel<false><<<grid, threads, 0, (cudaStream_t)stream>>>(v, ld, stride_h, S, mu, NULL);
+    else
+        v_mean_kernel<true><<<grid, threads, 0, (cudaStream_t)stream>>>(v, ld, stride_h, S, NULL, sums);
     return (int)cudaGetLastError();
 }
 
 extern "C" int h3k_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu, h3_stream stream)
 {
-    return mu ? v_mean_launch(v, ld, stride_h, S, H, mu, NULL, stream) : (int)cudaErrorInvalidValue;
+    return v_mean_launch(v, ld, stride_h, S, H, mu, NULL, stream);
 }
 
 extern "C" int h3k_v_colsum(const uint16_t *v, long ld, int stride_h, int S, int H, double *sums, h3_stream stream)
 {
-    return sums ? v_mean_launch(v, ld, stride_h, S, H, NULL, sums, stream) : (int)cudaErrorInvalidValue;
+    return v_mean_launch(v, ld, stride_h, S, H, NULL, sums, stream);
 }
 
 /* mu[c] = (sum over p = 0..P-1, in that order, of parts[p][c]) / S */
