@@ -42,9 +42,6 @@ static const char *usage_text =
     "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
     "                     LIST in FP8, the others BF16; LIST: comma-separated, each at most once,\n"
     "                     of qkv, out, fc1, fc2 (e.g. fp8:qkv,out; fp8:qkv,out,fc1,fc2 = fp8)\n"
-    "  --gemm-tune N      time up to N (2..16) of cuBLASLt's candidate algorithms for each GEMM\n"
-    "                     on the first run and keep the fastest (default 0: the heuristic's first\n"
-    "                     choice, the same algorithm every run); the picks are printed\n"
     "  --gpus P           sequence parallel (Ulysses) over P GPUs of this host, P dividing the\n"
     "                     head count (56: 1, 2, 4, 7, 8); one process, NCCL all-to-alls (default 1)\n"
     "  --sp-one-device    with --gpus P: run the P ranks on GPU 0 one after another, exchanges as\n"
@@ -179,10 +176,6 @@ void parse_cli(int argc, char **argv, cli_options *o)
             TAKE();
             o->fp8_mask = parse_gemm(v);
             o->gemm = v;
-        } else if (!strcmp(a, "--gemm-tune")) {
-            TAKE();
-            o->gemm_tune = (int)parse_int(a, v, 0, 16);
-            if (o->gemm_tune == 1) usage_error("--gemm-tune: 1 candidate is no choice; give 0 (off) or 2..16%s%s", "", "");
         } else if (!strcmp(a, "--cpu")) {
             o->path = PATH_CPU;
         } else if (!strcmp(a, "--cpu-exact")) {
@@ -206,7 +199,6 @@ void parse_cli(int argc, char **argv, cli_options *o)
     if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2%s%s", "", "");
     if (o->smooth_v == 1 && o->path == PATH_CPU)
         usage_error("--smooth-v on: the CPU path does not smooth V (its chain quantises V chunk by chunk)%s%s", "", "");
-    if (o->gemm_tune && o->path == PATH_CPU) usage_error("--gemm-tune: the CPU path has no cuBLASLt GEMMs%s%s", "", "");
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
         if (check_given && o->check != CHECK_NONE)

@@ -29,8 +29,6 @@ typedef struct {
     int quiet;            /* --quiet: no progress bars */
     int gpus;             /* --gpus P: sequence parallel over P GPUs (1 = the single-GPU runner) */
     int sp_one_device;    /* --sp-one-device: the P ranks on GPU 0, one after another (tests the sharding) */
-    int gemm_tune;        /* --gemm-tune N: time up to N cuBLASLt candidates per GEMM, keep the fastest
-                             (0 = the heuristic's first, the default) */
     int smooth_v;         /* --smooth-v on|off: 1, 0, or -1 unset (on for the GPU runners, one GPU
                              or --gpus P; off for the CPU path) */
 } cli_options;

@@ -18,10 +18,7 @@ typedef struct {
     int kind, m, n, k, align; /* align: common power-of-two alignment of the pointers (16..256) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulAlgo_t algo;                  /* the one every call runs */
-    cublasLtMatmulAlgo_t cand[H3_LT_MAX_CAND]; /* the heuristic's candidates, best estimate first */
-    float cand_ms[H3_LT_MAX_CAND];             /* measured at first use when tuning; < 0 failed/not timed */
-    int ncand, pick, tuned;
+    cublasLtMatmulAlgo_t algo;
 } lt_entry;
 
 struct h3_lt {
@@ -29,7 +26,6 @@ struct h3_lt {
     void *workspace; /* [32 MiB] device */
     lt_entry e[LT_CACHE];
     int n;
-    int tune, tune_reps; /* h3_lt_set_tune */
 };
 
 static const char *kind_types(int kind)
@@ -158,10 +154,9 @@ static lt_entry *lt_get(h3_lt *lt, int kind, int m, int n, int k, int align, cha
            "PREF_MIN_ALIGNMENT_C");
     LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al),
            "PREF_MIN_ALIGNMENT_D");
-    cublasLtMatmulHeuristicResult_t res[H3_LT_MAX_CAND];
+    cublasLtMatmulHeuristicResult_t res;
     int count = 0;
-    const int want = lt->tune > 1 ? lt->tune : 1;
-    LT_TRY(cublasLtMatmulAlgoGetHeuristic(lt->handle, t->op, t->a, t->b, t->c, t->c, pref, want, res, &count),
+    LT_TRY(cublasLtMatmulAlgoGetHeuristic(lt->handle, t->op, t->a, t->b, t->c, t->c, pref, 1, &res, &count),
            "AlgoGetHeuristic");
     if (count < 1) {
         snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): no algorithm for this shape", m, n, k,
@@ -169,20 +164,7 @@ static lt_entry *lt_get(h3_lt *lt, int kind, int m, int n, int k, int align, cha
         goto fail;
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    t->ncand = 0;
-    for (int i = 0; i < count; i++)
-        if (res[i].state == CUBLAS_STATUS_SUCCESS) {
-            t->cand[t->ncand] = res[i].algo;
-            t->cand_ms[t->ncand++] = -1.0f;
-        }
-    if (t->ncand < 1) {
-        snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): no usable algorithm for this shape", m, n, k,
-                 kind_types(kind));
-        goto fail;
-    }
-    t->algo = t->cand[0];
-    t->pick = 0;
-    t->tuned = t->ncand < 2; /* nothing to choose between */
+    t->algo = res.algo;
     t->kind = kind;
     t->m = m;
     t->n = n;
@@ -194,67 +176,6 @@ fail:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     entry_destroy(t);
     return NULL;
-}
-
-static cublasStatus_t lt_matmul(h3_lt *lt, const lt_entry *t, const cublasLtMatmulAlgo_t *algo, const void *x,
-                                const void *W, uint16_t *y, cudaStream_t stream)
-{
-    const float alpha = 1.0f, beta = 0.0f;
-    return cublasLtMatmul(lt->handle, t->op, &alpha, W, t->a, x, t->b, &beta, y, t->c, y, t->c, algo, lt->workspace,
-                          LT_WORKSPACE, stream);
-}
-
-/* h3_lt_set_tune: times each candidate on this call's own operands (one
- * warm-up, then tune_reps runs between two events; y is overwritten, which
- * the call that follows does anyway) and keeps the fastest. Not while the
- * stream is being captured into a graph (no synchronising there): the entry
- * then stays on the heuristic's first choice until an uncaptured call. */
-static int lt_tune_entry(h3_lt *lt, lt_entry *t, const void *x, const void *W, uint16_t *y, cudaStream_t stream,
-                         char *err, size_t errlen)
-{
-    const int m = t->m, n = t->n, k = t->k, kind = t->kind;
-    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (lt->tune < 2 || cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
-        return 0;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
-        snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): tuning: cudaEventCreate failed", m, n, k,
-                 kind_types(kind));
-        if (e0) cudaEventDestroy(e0);
-        return -1;
-    }
-    int best = 0;
-    for (int i = 0; i < t->ncand; i++) {
-        t->cand_ms[i] = -1.0f;
-        if (lt_matmul(lt, t, &t->cand[i], x, W, y, stream) != CUBLAS_STATUS_SUCCESS) continue; /* skip it */
-        cudaEventRecord(e0, stream);
-        int ok = 1;
-        for (int r = 0; r < lt->tune_reps && ok; r++)
-            ok = lt_matmul(lt, t, &t->cand[i], x, W, y, stream) == CUBLAS_STATUS_SUCCESS;
-        cudaEventRecord(e1, stream);
-        float ms = 0.0f;
-        if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-            cudaEventDestroy(e0);
-            cudaEventDestroy(e1);
-            snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): tuning: %s", m, n, k, kind_types(kind),
-                     cudaGetErrorString(cudaGetLastError()));
-            return -1;
-        }
-        if (!ok) continue;
-        t->cand_ms[i] = ms / (float)lt->tune_reps;
-        if (t->cand_ms[best] < 0.0f || t->cand_ms[i] < t->cand_ms[best]) best = i;
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (t->cand_ms[best] < 0.0f) {
-        snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): tuning: no candidate ran", m, n, k,
-                 kind_types(kind));
-        return -1;
-    }
-    t->pick = best;
-    t->algo = t->cand[best];
-    t->tuned = 1;
-    return 0;
 }
 
 static int lt_gemm(h3_lt *lt, int kind, const void *x, const void *W, const float *x_scale, const float *w_scale,
@@ -288,8 +209,10 @@ static int lt_gemm(h3_lt *lt, int kind, const void *x, const void *W, const floa
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale),
                "B_SCALE_POINTER");
     }
-    if (!t->tuned && lt_tune_entry(lt, t, x, W, y, stream, err, errlen)) return -1;
-    LT_TRY(lt_matmul(lt, t, &t->algo, x, W, y, stream), "cublasLtMatmul");
+    const float alpha = 1.0f, beta = 0.0f;
+    LT_TRY(cublasLtMatmul(lt->handle, t->op, &alpha, W, t->a, x, t->b, &beta, y, t->c, y, t->c, &t->algo,
+                          lt->workspace, LT_WORKSPACE, stream),
+           "cublasLtMatmul");
     return 0;
 fail:
     return -1;
@@ -310,43 +233,4 @@ int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x
         return -1;
     }
     return lt_gemm(lt, LT_FP8, x, W, x_scale, w_scale, y, S, N, K, stream, err, errlen);
-}
-
-void h3_lt_set_tune(h3_lt *lt, int candidates, int reps)
-{
-    if (!lt) return;
-    lt->tune = candidates < 1 ? 1 : candidates > H3_LT_MAX_CAND ? H3_LT_MAX_CAND : candidates;
-    lt->tune_reps = reps < 1 ? 1 : reps;
-}
-
-static int algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t what)
-{
-    int32_t v = -1;
-    size_t got = 0;
-    uint32_t u = 0;
-    /* the attributes are int32 or uint32/uint16 in cuBLASLt; read 4 bytes, zero-extended */
-    if (cublasLtMatmulAlgoConfigGetAttribute(a, what, &u, sizeof u, &got) == CUBLAS_STATUS_SUCCESS && got <= 4) {
-        v = (int32_t)u;
-        if (got == 2) v = (int32_t)(u & 0xffffu);
-    }
-    return v;
-}
-
-int h3_lt_describe(const h3_lt *lt, int i, char *buf, size_t len)
-{
-    if (!lt || i < 0 || i >= lt->n) return -1;
-    const lt_entry *t = &lt->e[i];
-    const cublasLtMatmulAlgo_t *a = &t->algo;
-    int o = snprintf(buf, len, "m=%d n=%d k=%d %s: algo %d tile %d stages %d split-k %d swizzle %d cluster %d",
-                     t->m, t->n, t->k, t->kind == LT_FP8 ? "e4m3" : "bf16", algo_attr(a, CUBLASLT_ALGO_CONFIG_ID),
-                     algo_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID), algo_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-                     algo_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), algo_attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-                     algo_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
-    if (!t->tuned || t->ncand < 2 || t->cand_ms[0] < 0.0f || o < 0 || (size_t)o >= len) return 0;
-    o += snprintf(buf + o, len - (size_t)o, "; tuned: candidate %d of %d, %.3f ms vs the heuristic's first %.3f (%+.1f%%);",
-                  t->pick + 1, t->ncand, t->cand_ms[t->pick], t->cand_ms[0],
-                  100.0 * (t->cand_ms[t->pick] / t->cand_ms[0] - 1.0));
-    for (int c = 0; c < t->ncand && o > 0 && (size_t)o < len; c++)
-        o += snprintf(buf + o, len - (size_t)o, " %.3f", t->cand_ms[c]);
-    return 0;
 }

@@ -22,21 +22,6 @@ extern "C" {
 
 typedef struct h3_lt h3_lt;
 
-#define H3_LT_MAX_CAND 16
-
-/* Tuning (off by default: the heuristic's first algorithm, deterministic run
- * to run). With candidates >= 2 each new shape asks the heuristic for up to
- * that many algorithms (max H3_LT_MAX_CAND) and, at its first call outside a
- * graph capture, times each on that call's operands (reps runs after one
- * warm-up; the call synchronises the stream) and keeps the fastest. Applies to
- * shapes created after the call. Different algorithms may round differently. */
-void h3_lt_set_tune(h3_lt *lt, int candidates, int reps);
-
-/* One line about cached shape i (0..): its algorithm's configuration and,
- * when tuned, the pick against the heuristic's first and every candidate's
- * ms. Returns -1 when there is no shape i. */
-int h3_lt_describe(const h3_lt *lt, int i, char *buf, size_t len);
-
 /* NULL on failure, with the reason in err (h3_lt_create prints it to stderr). */
 h3_lt *h3_lt_create_err(char *err, size_t errlen);
 h3_lt *h3_lt_create(void);

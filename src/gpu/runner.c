@@ -617,14 +617,6 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     double *t = calloc((size_t)R * (OP_N + 1), sizeof(double));
     CHECK(t, "out of host memory");
     const double adaln_ms = time_op_alone(&br, OP_ADALN, R, ev[0], ev[1], t);
-    if (o->gemm_tune) { /* one untimed run in which each GEMM times its candidates */
-        fprintf(stderr, "tuning the GEMMs: up to %d cuBLASLt candidates each...\n", o->gemm_tune);
-        h3_lt_set_tune(br.lt, o->gemm_tune, 10);
-        for (int j = 0; j < nops; j++) h3r_run_op(&br, ops[j]);
-        CUDA_CHECK(cudaStreamSynchronize(br.st));
-        char line[512];
-        for (int i = 0; h3_lt_describe(br.lt, i, line, sizeof line) == 0; i++) fprintf(stderr, "  gemm %s\n", line);
-    }
     fprintf(stderr, "running the block: %d warm-up + %d timed runs at %d tokens...\n", o->warmup, R, S);
     for (int it = 0; it < o->warmup + R; it++) {
         CUDA_CHECK(cudaEventRecord(ev[0], br.st));
