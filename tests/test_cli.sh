@@ -3,7 +3,8 @@
 # missing, negative, zero, huge or non-numeric value, unknown flags, odd files
 # (directory, /dev/null, empty, unreadable, missing) give one stderr line and
 # exit 2; NaN/Inf in the inputs or weights are reported, never a pass;
-# --gemm fp8:LIST selects the CPU chain's FP8 GEMMs (all four = --gemm fp8).
+# --gemm fp8:LIST selects the CPU chain's FP8 GEMMs (all four = --gemm fp8);
+# --smooth-v on --gpus 2 parses (without a GPU it stops later, not as a usage error).
 #
 # Run alone: ctest -R test_cli
 #   (or: bash tests/test_cli.sh build/dit_block build/tools/gen_weights build/tools/gen_inputs [WORKDIR])
@@ -48,6 +49,24 @@ expect_ok() {
         fails=$((fails + 1))
     else
         printf '  ok  %-44s exit 0\n' "[$desc]"
+    fi
+}
+# is_usage_error RC: the last run stopped in argument parsing: exit 2 with cli.c's
+# usage line ("dit_block: ... (see --help)"); later user errors (no usable GPU,
+# a file) also exit 2, but without "(see --help)".
+is_usage_error() { [ "$1" -eq 2 ] && grep -q '^dit_block: .*(see --help)$' "$err"; }
+# expect_parses DESC ARGS...: the flags parse: any exit but a usage error or a
+# crash (without a GPU, dit_block then stops at "no usable GPU", exit 2).
+expect_parses() {
+    local desc=$1; shift
+    n=$((n + 1))
+    run "$@"; local rc=$?
+    if is_usage_error $rc || [ $rc -ge 128 ]; then
+        echo "FAIL [$desc] dit_block $*: exit $rc, a usage error or a crash (want the flags to parse):"
+        sed 's/^/    /' "$err" | tail -n 3
+        fails=$((fails + 1))
+    else
+        printf '  ok  %-44s exit %d: %s\n' "[$desc]" $rc "$(tail -n 1 "$err")"
     fi
 }
 base=(--cpu --quiet --weights "$W")
@@ -100,6 +119,13 @@ expect2 "--smooth-v bogus" "${base[@]}" --smooth-v bogus
 expect2 "--smooth-v missing" "${base[@]}" --smooth-v
 expect2 "--smooth-v on with --cpu" "${base[@]}" --smooth-v on --cpu
 expect_ok "--smooth-v off on the CPU path" "${base[@]}" --smooth-v off --tokens 32
+# --smooth-v on with --gpus P is legal (the ranks share V's column sums); a
+# known usage error first, so the classification above is seen to bite.
+n=$((n + 1))
+run --quiet --weights "$W" --tokens 32 --smooth-v bogus --gpus 2
+if is_usage_error $?; then printf '  ok  %-44s %s\n' "[--smooth-v bogus --gpus 2 is a usage error]" "$(cat "$err")"
+else echo "FAIL [--smooth-v bogus --gpus 2]: not classified as a usage error:"; sed 's/^/    /' "$err" | head -n 3; fails=$((fails + 1)); fi
+expect_parses "--smooth-v on --gpus 2 parses" --quiet --weights "$W" --tokens 32 --smooth-v on --gpus 2
 expect2 "--gemm bogus" "${base[@]}" --gemm bogus
 expect2 "--gemm FP8 (case)" "${base[@]}" --gemm FP8
 expect_ok "--gemm fp8 on the CPU path" "${base[@]}" --gemm fp8 --tokens 32

@@ -4,9 +4,10 @@
 # wgmma of the kernel then waits for the one before, silently several
 # percent slower) and no spills for any variant of attn_fp8_sm90.cu, nor for
 # the portable attn_fp8_mma.cu as built for sm_90a (what --attn mma runs on
-# Hopper). With a cuobjdump (H3_CUOBJDUMP, PATH, beside nvcc, or the venv's
-# nvidia-cuda-cuobjdump that tools/deps.sh installs; it runs the nvdisasm
-# beside it or on PATH) it also reads the SASS
+# Hopper). With a cuobjdump (H3_CUOBJDUMP, else what tools/find_cuobjdump.sh
+# finds: PATH, beside nvcc, or the venv's nvidia-cuda-cuobjdump that
+# tools/deps.sh installs; it runs the nvdisasm beside it or on PATH) it also
+# reads the SASS
 # of the two default variants (v16, v78): their main loop must hold the FP8
 # wgmmas (QGMMA), no local loads/stores, and no run of more than 16 MUFU
 # (tests/sass_loop_check.py says why). These are compile-time facts, so this
@@ -55,11 +56,7 @@ fi
 # wg3_kernel<2, fold 0, kFExpScale | kFVMean = 65664>; if the defaults change,
 # change them here too (checked below).
 sass_note="SASS loop check skipped (no cuobjdump)"
-cuobjdump=${H3_CUOBJDUMP:-$(command -v cuobjdump || true)}
-[ -n "$cuobjdump" ] || [ ! -x "$(dirname "$nvcc")/cuobjdump" ] || cuobjdump=$(dirname "$nvcc")/cuobjdump
-if [ -z "$cuobjdump" ]; then
-  for c in "$here"/.venv/lib/python3*/site-packages/nvidia/*/bin/cuobjdump; do [ -x "$c" ] && cuobjdump=$c; done
-fi
+cuobjdump=${H3_CUOBJDUMP:-$(bash "$here/tools/find_cuobjdump.sh" "$nvcc")}
 if ! grep -q "define H3_SM90_DEFAULT_VARIANT 16$" "$here/kernels/attn_fp8_sm90.cu" ||
    ! grep -q "define H3_SM90_SMOOTH_VARIANT 78$" "$here/kernels/attn_fp8_sm90.cu"; then
   echo "FAIL: the default variants are no longer v16 and v78: update the SASS check in $0"
@@ -68,7 +65,7 @@ elif [ -n "$cuobjdump" ]; then
   if PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$cubin" >"$sass" 2>/dev/null; then
     if python3 "$here/tests/sass_loop_check.py" "$sass" 16 \
          v16=_Z24h3k_attn_fp8_sm90_kernelILi2ELj129E v78=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELi0ELj65664E; then
-      sass_note="SASS of v16 and v78: QGMMA in the main loop, no local memory, no long MUFU run"
+      sass_note="SASS of v16 and v78 ($cuobjdump): QGMMA in the main loop, no local memory, no long MUFU run"
     else
       echo "FAIL: the SASS of a default variant's main loop (lines above)"
       fail=1

@@ -34,10 +34,9 @@ if [ "${H3_NO_VENV:-0}" != 1 ]; then
   fi
   # with nvcc but no cuobjdump (a toolkit without it, as on CI): NVIDIA's
   # PyPI cuobjdump and the nvdisasm it runs, for the SASS check of
-  # tests/test_sm90_ptxas.sh
+  # tests/test_sm90_ptxas.sh (which looks for it the same way)
   nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  if [ -x "$nvcc_bin" ] && ! command -v cuobjdump >/dev/null && [ ! -x "$(dirname "$nvcc_bin")/cuobjdump" ] &&
-     ! ls .venv/lib/python3*/site-packages/nvidia/*/bin/cuobjdump >/dev/null 2>&1; then
+  if [ -x "$nvcc_bin" ] && [ -z "$(bash tools/find_cuobjdump.sh "$nvcc_bin")" ]; then
     echo "deps: adding nvidia-cuda-cuobjdump and -nvdisasm to .venv"
     .venv/bin/python -m pip install -q --disable-pip-version-check "nvidia-cuda-cuobjdump==13.*" \
       "nvidia-cuda-nvdisasm==13.*" ||
