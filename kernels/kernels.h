@@ -74,13 +74,19 @@ int h3k_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu
 int h3k_v_colsum(const uint16_t *v, long ld, int stride_h, int S, int H, double *sums, h3_stream stream);
 int h3k_v_mean_parts(const double *parts, int P, int H, int S, float *mu, h3_stream stream);
 
+/* The RoPE table of a sequence: rope [S][H3_ROPE_TAB] f32; row s holds, for
+ * each rotary chunk rc = 0..5, cos then sin of the 8 angles pos[s][rc / 2] *
+ * omega[8 (rc % 2) + j] (omega: the 16 frequencies, cpu_rope_omega; the
+ * precise sincosf). Depends on the positions only: once per sequence. */
+int h3k_rope_table(const float *pos, int S, const float *omega_host16, float *rope, h3_stream stream);
+
 /* qkv [S][3*H*128] (grouped per head) -> q8, k8 [H][S_pad][128], vt8
- * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. omega: the
- * 16 RoPE frequencies (cpu_rope_omega). vmu [H*128] (device, or NULL): V is
- * quantised less this mean (V smoothing). Padding rows/keys are written as 0. */
-int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, const uint16_t *qw, const uint16_t *kw, int S,
-                           int H, float eps, const float *omega_host16, const float *vmu, uint8_t *q8, uint8_t *k8,
-                           uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream);
+ * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. rope: the
+ * table of h3k_rope_table. vmu [H*128] (device, or NULL): V is quantised less
+ * this mean (V smoothing). Padding rows/keys are written as 0. */
+int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, const uint16_t *qw, const uint16_t *kw, int S,
+                           int H, float eps, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq,
+                           float *sk, float *sv, h3_stream stream);
 
 /* FP8 flash attention, portable (mma.sync.m16n8k32 e4m3; sm_89, sm_90, sm_120).
  * -> O [S][H*128] bf16, lse [H][S] f32. vmu [H*128] (device, or NULL): the

@@ -2,7 +2,8 @@
  * of Q, K and V in one pass over the qkv GEMM output (DESIGN.md §1 step 4, §3).
  *
  * In:  qkv [S][3*H*128] bf16 (grouped: qkv[s][384h + {0,128,256} + d]),
- *      pos [S][3] f32, qw, kw [128] bf16, omega: 16 RoPE frequencies.
+ *      rope [S][H3_ROPE_TAB] f32 (the cos and sin of every token's 48 angles,
+ *      h3k_rope_table below, once per sequence), qw, kw [128] bf16.
  * Out: q8, k8 [H][S_pad][128] e4m3, vt8 [H][128][S_pad] e4m3 (transposed,
  *      keys permuted: vt8[h][d][128g + p] = code of key 128g + slot_key(p),
  *      config.h), sq, sk, sv [H][G] f32. Padding tokens (>= S) are code 0.
@@ -22,9 +23,18 @@
  * group live in shared memory as BF16 (96 KiB, 2 CTAs per SM on Hopper).
  * Phase 1: each warp owns 16 tokens; per token, lanes 0-15 hold q's 16 chunks
  * of 8 dims and lanes 16-31 k's (16-byte loads), the RMS is a 16-lane shuffle
- * sum and the RoPE partner chunk (c +- 6) comes by shuffle. The 48 distinct
- * angles of a token are computed once: the four lanes that need chunk c's 8
- * angles (q and k, c and c+6) compute two each and exchange them.
+ * sum and the RoPE partner chunk (c +- 6) comes by shuffle. The angles' cos
+ * and sin come from the table (64 bytes per lane and token, L2-resident: 11.6
+ * MB at S = 30272); computing them here, as this kernel did before, repeated
+ * the same sincosf in all H heads' CTAs. The kernel is issue- and
+ * latency-bound, not bandwidth-bound, so phase 1 is written for few
+ * instructions and loads in flight: t is rounded to BF16 two values per
+ * cvt (the packed words are the partner's payload), all lanes run one RoPE
+ * path (the sign folded into sin, dims 96..127 selected), the amax is taken
+ * on the unrounded y and rounded once (rounding is monotone), and the next
+ * batch of 4 tokens is loaded before this one's arithmetic. Together with the
+ * table: 1.13 -> 0.92 ms at S = 30272, H = 56 (docs/perf.md, 2026-12-04
+ * fourth session).
  * Phase 2: block amax. Phase 3: codes written as coalesced 16-byte rows; V is
  * transposed through shared memory (a warp reads one key row, 32 consecutive
  * words: conflict-free) so every lane writes 32 contiguous bytes of two
@@ -55,10 +65,10 @@ __host__ __device__ constexpr int slot_key(int s)
 
 __global__ void __launch_bounds__(QK_THREADS, 2)
     qk_norm_rope_quant_kernel(const uint16_t *__restrict__ qkv,  // [S][3*H*128] bf16
-                              const float *__restrict__ pos,     // [S][3] f32
+                              const float *__restrict__ rope,    // [S][H3_ROPE_TAB] f32 (h3k_rope_table)
                               const uint16_t *__restrict__ qw,   // [128] bf16
                               const uint16_t *__restrict__ kw,   // [128] bf16
-                              int S, int H, float eps, h3_omega16 om,
+                              int S, int H, float eps,
                               const float *__restrict__ vmu,     // [H*128] f32 or NULL
                               uint8_t *__restrict__ q8,          // [H][S_pad][128] e4m3
                               uint8_t *__restrict__ k8,          // [H][S_pad][128] e4m3
@@ -80,18 +90,7 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
     const int part = lane >> 4; /* 0: q, 1: k */
     const int c = lane & 15;    /* chunk: dims 8c..8c+7 */
     const int partner = c < 6 ? lane + 6 : (c < 12 ? lane - 6 : lane);
-    const int rc = c < 12 ? c % 6 : 0;            /* rotary chunk 0..5: angles 8rc..8rc+7 */
-    const int axis = rc >> 1;                      /* t, h or w */
-    const int role = (c >= 6 ? 1 : 0) + 2 * part;  /* which 2 of the 8 angles this lane computes */
-    const int oi = 8 * (rc & 1) + 2 * role;
-    float om0 = 0.0f, om1 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 16; k += 2) { /* constant indices: a runtime index would copy om to local memory */
-        if (k == oi) {
-            om0 = om.w[k];
-            om1 = om.w[k + 1];
-        }
-    }
+    const int rc = c < 12 ? c % 6 : 0; /* rotary chunk 0..5: its cos | sin in the table row (h3k_rope_table) */
     float wn[8], vm[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* vm: V's mean at dims 8c..8c+7 (0: not smoothed) */
     h3d_unpack8(h3d_ld16((part ? kw : qw) + 8 * c), wn);
     if (vmu)
@@ -102,21 +101,29 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
     const uint4 zero = make_uint4(0, 0, 0, 0);
 
     /* ---- phase 1: load, norm, rope, BF16 tiles into shared memory ---- */
-    for (int b = 0; b < 4; b++) {
-        const int i0 = warp * 16 + b * 4; /* first token of this batch (in the group) */
-        uint4 xq[4], xv[2];
+    /* Batches of 4 tokens; the next batch's loads are issued before this
+     * one's arithmetic (two CTAs per SM leave few warps to hide them). */
+    uint4 nq[4], nv[2];
+    const auto load_batch = [&](int b) {
+        const int i0 = warp * 16 + b * 4;
 #pragma unroll
         for (int t = 0; t < 4; t++) {
             const int i = i0 + t;
             const size_t s = (size_t)g * H3_QGROUP + i;
-            xq[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + 128 * part + 8 * c) : zero;
+            nq[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + 128 * part + 8 * c) : zero;
         }
 #pragma unroll
         for (int t = 0; t < 2; t++) {
             const int i = i0 + 2 * t + part;
             const size_t s = (size_t)g * H3_QGROUP + i;
-            xv[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + H3_QKV_V_OFFSET + 8 * c) : zero;
+            nv[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + H3_QKV_V_OFFSET + 8 * c) : zero;
         }
+    };
+    load_batch(0);
+    for (int b = 0; b < 4; b++) {
+        const int i0 = warp * 16 + b * 4; /* first token of this batch (in the group) */
+        uint4 xq[4] = {nq[0], nq[1], nq[2], nq[3]}, xv[2] = {nv[0], nv[1]};
+        if (b < 3) load_batch(b + 1);
 #pragma unroll
         for (int t = 0; t < 2; t++) {
             const int i = i0 + 2 * t + part;
@@ -143,48 +150,45 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
 #pragma unroll
             for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o); /* within the 16-lane half */
             const float rs = 1.0f / sqrtf(ss / 128.0f + eps);
+            /* t rounded to BF16 two at a time: the packed words are both the
+             * partner's shuffle payload and, unpacked, the rounded values */
 #pragma unroll
-            for (int j = 0; j < 8; j++) tt[j] = h3d_round_bf16(x[j] * rs * wn[j]);
+            for (int j = 0; j < 8; j++) tt[j] = x[j] * rs * wn[j];
             const uint4 tp4 = h3d_pack8(tt);
+            h3d_unpack8(tp4, tt);
             /* RoPE partner chunk and the shared angles (all lanes take part in the shuffles). */
             uint4 pp;
             pp.x = __shfl_sync(0xffffffffu, tp4.x, partner);
             pp.y = __shfl_sync(0xffffffffu, tp4.y, partner);
             pp.z = __shfl_sync(0xffffffffu, tp4.z, partner);
             pp.w = __shfl_sync(0xffffffffu, tp4.w, partner);
-            const float pa = c < 12 ? pos[s * 3 + axis] : 0.0f;
-            float s0, c0, s1, c1;
-            sincosf(pa * om0, &s0, &c0);
-            sincosf(pa * om1, &s1, &c1);
-            float sn[8], cs[8];
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const int src = rc + 6 * (r & 1) + 16 * (r >> 1);
-                sn[2 * r] = __shfl_sync(0xffffffffu, s0, src);
-                cs[2 * r] = __shfl_sync(0xffffffffu, c0, src);
-                sn[2 * r + 1] = __shfl_sync(0xffffffffu, s1, src);
-                cs[2 * r + 1] = __shfl_sync(0xffffffffu, c1, src);
+            /* y = t cos -/+ t' sin as one FMA after the product t cos, the sign
+             * folded into sin, so that all lanes run one path (dims 96..127,
+             * c >= 12, take t itself below; their table loads are predicated off) */
+            float cs[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sn[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            if (c < 12) { /* the angles of dims 8rc..8rc+7, shared by q and k and by the pair's two chunks */
+                const float4 *ta = reinterpret_cast<const float4 *>(rope + s * H3_ROPE_TAB + 16 * rc);
+                const float4 c0 = __ldg(ta), c1 = __ldg(ta + 1), s0 = __ldg(ta + 2), s1 = __ldg(ta + 3);
+                cs[0] = c0.x, cs[1] = c0.y, cs[2] = c0.z, cs[3] = c0.w, cs[4] = c1.x, cs[5] = c1.y, cs[6] = c1.z;
+                cs[7] = c1.w;
+                sn[0] = s0.x, sn[1] = s0.y, sn[2] = s0.z, sn[3] = s0.w, sn[4] = s1.x, sn[5] = s1.y, sn[6] = s1.z;
+                sn[7] = s1.w;
             }
-            float y[8];
-            if (c < 12) {
-                float tp[8];
-                h3d_unpack8(pp, tp);
-                if (c < 6) {
+            float tp[8], y[8];
+            h3d_unpack8(pp, tp);
 #pragma unroll
-                    for (int j = 0; j < 8; j++) y[j] = h3d_round_bf16(tt[j] * cs[j] - tp[j] * sn[j]);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 8; j++) y[j] = h3d_round_bf16(tt[j] * cs[j] + tp[j] * sn[j]);
-                }
-            } else {
-#pragma unroll
-                for (int j = 0; j < 8; j++) y[j] = tt[j];
+            for (int j = 0; j < 8; j++) {
+                const float r = __fmaf_rn(tp[j], c < 6 ? -sn[j] : sn[j], __fmul_rn(tt[j], cs[j]));
+                y[j] = c < 12 ? r : tt[j];
             }
+            /* amax of the unrounded y: BF16 rounding is monotone and odd, so
+             * max |bf16(y)| = bf16(max |y|), taken once after the loop */
 #pragma unroll
             for (int j = 0; j < 8; j++) am_qk = fmaxf(am_qk, fabsf(y[j]));
             dst_qk[i * 16 + c] = h3d_pack8(y);
         }
     }
+    am_qk = h3d_round_bf16(am_qk);
 
     /* ---- phase 2: amax over the group (max is exact in any order) ---- */
 #pragma unroll
@@ -258,25 +262,55 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
     }
 }
 
-extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *pos, const uint16_t *qw, const uint16_t *kw,
-                                      int S, int H, float eps, const float *omega_host16, const float *vmu,
-                                      uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv,
-                                      h3_stream stream)
+extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, const uint16_t *qw, const uint16_t *kw,
+                                      int S, int H, float eps, const float *vmu, uint8_t *q8, uint8_t *k8,
+                                      uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream)
 {
     if (S <= 0 || H <= 0) return S == 0 && H > 0 ? 0 : (int)cudaErrorInvalidValue;
-    if (H > 65535 || !omega_host16) return (int)cudaErrorInvalidValue;
-    if (!h3_aligned16(qkv) || !h3_aligned16(qw) || !h3_aligned16(kw) || !h3_aligned16(q8) || !h3_aligned16(k8) ||
-        !h3_aligned16(vt8))
+    if (H > 65535) return (int)cudaErrorInvalidValue;
+    if (!h3_aligned16(qkv) || !h3_aligned16(rope) || !h3_aligned16(qw) || !h3_aligned16(kw) || !h3_aligned16(q8) ||
+        !h3_aligned16(k8) || !h3_aligned16(vt8))
         return (int)cudaErrorMisalignedAddress;
     /* Set on every call (cheap, host-side): the attribute is per device. */
     cudaError_t e = cudaFuncSetAttribute(qk_norm_rope_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          QK_TILE_BYTES);
     if (e != cudaSuccess) return (int)e;
-    h3_omega16 om;
-    for (int j = 0; j < 16; j++) om.w[j] = omega_host16[j];
     const dim3 grid((unsigned)h3_groups(S), (unsigned)H);
     qk_norm_rope_quant_kernel<<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
-        qkv, pos, qw, kw, S, H, eps, om, vmu, q8, k8, vt8, sq, sk, sv);
+        qkv, rope, qw, kw, S, H, eps, vmu, q8, k8, vt8, sq, sk, sv);
+    return (int)cudaGetLastError();
+}
+
+/* ---- the RoPE table: one thread per (token, angle a = 8 rc + j of 48);
+ * f = pos[s][rc / 2] * omega[8 (rc % 2) + j] (one FP32 product, the CPU's
+ * f[a] = pos[a / 16] * omega[a % 16]) and the precise sincosf, as the quant
+ * kernel computed them itself before: the same bits. */
+__global__ void rope_table_kernel(const float *__restrict__ pos, int S, h3_omega16 om, float *__restrict__ tab)
+{
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)S * 48) return;
+    const long s = idx / 48;
+    const int a = (int)(idx % 48), rc = a >> 3, j = a & 7;
+    const int oi = 8 * (rc & 1) + j;
+    float w = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 16; k++) /* constant indices: om.w[oi] would copy om to local memory */
+        if (k == oi) w = om.w[k];
+    float sn, cs;
+    sincosf(pos[s * 3 + (rc >> 1)] * w, &sn, &cs);
+    tab[s * H3_ROPE_TAB + 16 * rc + j] = cs;
+    tab[s * H3_ROPE_TAB + 16 * rc + 8 + j] = sn;
+}
+
+extern "C" int h3k_rope_table(const float *pos, int S, const float *omega_host16, float *tab, h3_stream stream)
+{
+    if (S < 0 || !omega_host16) return (int)cudaErrorInvalidValue;
+    if (S == 0) return 0;
+    if (!h3_aligned16(tab)) return (int)cudaErrorMisalignedAddress;
+    h3_omega16 om;
+    for (int j = 0; j < 16; j++) om.w[j] = omega_host16[j];
+    const long n = (long)S * 48;
+    rope_table_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(pos, S, om, tab);
     return (int)cudaGetLastError();
 }
 

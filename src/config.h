@@ -116,6 +116,9 @@ static inline int h3_qkv_width(const h3_config *c) { return 3 * c->heads * c->he
 #define H3_QKV_HEAD_STRIDE 384
 #define H3_QKV_V_OFFSET 256
 static inline int h3_mod_width(const h3_config *c) { return c->modalities * H3_SLOTS * c->hidden; }
+/* Floats per token of the GPU's RoPE table (kernels.h h3k_rope_table): the
+ * cos and sin of the 48 angles (rope_dims / 2, validated = 3 x 16). */
+#define H3_ROPE_TAB 96
 
 /* Quantisation group and sequence padding for the FP8 attention operands:
  * one scale per (head, 128-token group); Q/K/V buffers are padded to whole

@@ -328,17 +328,48 @@ typedef struct {
     float eps;
     uint8_t *q8, *k8, *vt8;
     float *sq, *sk, *sv;
-    float *vmu; /* V smoothing: computed by h3k_v_mean inside the launch (NULL: none) */
+    float *vmu;  /* V smoothing: computed by h3k_v_mean inside the launch (NULL: none) */
+    float *rope; /* [S][H3_ROPE_TAB]: computed by h3k_rope_table inside the launch */
 } qk_ctx;
 static int qk_launch(void *p)
 {
     qk_ctx *c = p;
+    int rc = h3k_rope_table(c->pos, c->S, c->omega, c->rope, 0);
+    if (rc) return rc;
     if (c->vmu) {
-        const int rc = h3k_v_mean(c->qkv + H3_QKV_V_OFFSET, 3L * 128 * c->H, H3_QKV_HEAD_STRIDE, c->S, c->H, c->vmu, 0);
+        rc = h3k_v_mean(c->qkv + H3_QKV_V_OFFSET, 3L * 128 * c->H, H3_QKV_HEAD_STRIDE, c->S, c->H, c->vmu, 0);
         if (rc) return rc;
     }
-    return h3k_qk_norm_rope_quant(c->qkv, c->pos, c->qw, c->kw, c->S, c->H, c->eps, c->omega, c->vmu, c->q8, c->k8,
-                                  c->vt8, c->sq, c->sk, c->sv, 0);
+    return h3k_qk_norm_rope_quant(c->qkv, c->rope, c->qw, c->kw, c->S, c->H, c->eps, c->vmu, c->q8, c->k8, c->vt8,
+                                  c->sq, c->sk, c->sv, 0);
+}
+
+/* The RoPE table against cos and sin in double of the same FP32 angle
+ * pos[s][rc / 2] * omega[8 (rc % 2) + j]: sincosf's documented 2 ulp, taken
+ * as 3e-7 relative (one FP32 ulp is at most 1.19e-7 of the value). */
+static void check_rope_table(int S, const float *pos, const float *omega, const float *tab)
+{
+    long bad = 0;
+    double worst = 0.0;
+    char first[160] = "";
+    for (int s = 0; s < S; s++)
+        for (int a = 0; a < 48; a++) {
+            const int rc = a / 8, j = a % 8;
+            const float f = pos[3 * s + rc / 2] * omega[8 * (rc % 2) + j];
+            const double rv[2] = {cos((double)f), sin((double)f)};
+            for (int k = 0; k < 2; k++) {
+                const float g = tab[(size_t)s * H3_ROPE_TAB + 16 * rc + 8 * k + j];
+                const double e = fabs((double)g - rv[k]), rel = e / fmax(fabs(rv[k]), 1e-30);
+                if (rel > worst) worst = rel;
+                if (!(e <= 3e-7 * fabs(rv[k]))) {
+                    if (!bad++)
+                        snprintf(first, sizeof first, " first: token %d angle %d %s %.9g vs %.9g", s, a,
+                                 k ? "sin" : "cos", (double)g, rv[k]);
+                }
+            }
+        }
+    result(bad == 0, "rope_table S=%d: %ld of %d values off by more than 3e-7 relative from double (worst %.2e)%s",
+           S, bad, S * H3_ROPE_TAB, worst, first);
 }
 
 /* codes: exact = 1 requires identity. */
@@ -475,16 +506,19 @@ static void test_qk(int S, int H, int smooth)
     /* fill the CPU outputs with a pattern first: every element must be written by the CPU too */
     memset(rq, 0x7f, n8), memset(rk, 0x7f, n8), memset(rv, 0x7f, n8);
     cpu_qk_norm_rope_quant(&cfg, qkv, pos, qw, kw, S, rmu, rq, rk, rv, rsq, rsk, rsv);
+    const size_t nrope = (size_t)S * H3_ROPE_TAB;
     qk_ctx c = {upload(qkv, nq * 2), upload(qw, 256), upload(kw, 256), upload(pos, (size_t)S * 12), omega, S, H,
                 cfg.eps, dalloc(n8), dalloc(n8), dalloc(n8), dalloc(ns * 4), dalloc(ns * 4), dalloc(ns * 4),
-                smooth ? dalloc((size_t)H * 128 * 4) : NULL};
+                smooth ? dalloc((size_t)H * 128 * 4) : NULL, dalloc(nrope * 4)};
     uint8_t *gq = xmalloc(n8), *gk = xmalloc(n8), *gv = xmalloc(n8);
     float *gsq = xmalloc(ns * 4), *gsk = xmalloc(ns * 4), *gsv = xmalloc(ns * 4), *gmu = xmalloc((size_t)H * 128 * 4);
-    outbuf o[7] = {{c.q8, n8, gq}, {c.k8, n8, gk}, {c.vt8, n8, gv}, {c.sq, ns * 4, gsq}, {c.sk, ns * 4, gsk},
-                   {c.sv, ns * 4, gsv}, {c.vmu, (size_t)H * 128 * 4, gmu}};
+    float *grope = xmalloc(nrope * 4);
+    outbuf o[8] = {{c.q8, n8, gq},       {c.k8, n8, gk},       {c.vt8, n8, gv},          {c.sq, ns * 4, gsq},
+                   {c.sk, ns * 4, gsk}, {c.sv, ns * 4, gsv}, {c.rope, nrope * 4, grope}, {c.vmu, (size_t)H * 128 * 4, gmu}};
     char what[160];
     snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s", S, H, smooth ? " V smoothed" : "");
-    if (run_twice(what, qk_launch, &c, o, smooth ? 7 : 6, 1) >= 0) {
+    if (run_twice(what, qk_launch, &c, o, smooth ? 8 : 7, 1) >= 0) {
+        check_rope_table(S, pos, omega, grope);
         if (smooth) {
             snprintf(what, sizeof what, "v_mean S=%d H=%d", S, H);
             cmp_scales(what, gmu, rmu, (size_t)H * 128, 1);
@@ -505,6 +539,7 @@ static void test_qk(int S, int H, int smooth)
     }
     cudaFree((void *)c.qkv), cudaFree((void *)c.qw), cudaFree((void *)c.kw), cudaFree((void *)c.pos);
     cudaFree(c.q8), cudaFree(c.k8), cudaFree(c.vt8), cudaFree(c.sq), cudaFree(c.sk), cudaFree(c.sv), cudaFree(c.vmu);
+    cudaFree(c.rope), free(grope);
     free(qkv), free(qw), free(kw), free(pos), free(rq), free(rk), free(rv), free(rsq), free(rsk), free(rsv);
     free(gq), free(gk), free(gv), free(gsq), free(gsk), free(gsv), free(gmu), free(rmu);
 }

@@ -6,7 +6,9 @@
  * timing row names both stages and both are checked at its two outputs.
  * The adaLN projection depends only on temb: it runs once per timestep
  * (before the timed runs) and its output is reused, so it has its own row
- * and is not part of the block total.
+ * and is not part of the block total; so does the RoPE table (cos, sin of
+ * every token's angles), which depends only on the positions: once per
+ * sequence, read by qk_norm_rope_quant in every block.
  *
  * --gemm fp8: the four GEMM weights are quantised on the device at load
  * (e4m3, one scale per output channel; the BF16 copies are then freed), the
@@ -86,6 +88,7 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_al
     A(d->temb, (size_t)c->temb * 4, 0);
     A(d->tags, Su * 4, 0);
     A(d->pos, Su * 12, 0);
+    A(d->rope, Su * H3_ROPE_TAB * 4, 0);
     A(d->mod, (size_t)h3_mod_width(c) * 2, 0);
     A(d->qkv, Su * 3 * I * 2, 0);
     A(d->q8, H * Sp * 128, 0);
@@ -230,6 +233,7 @@ void h3r_run_op(block_run *br, int op)
     case OP_ADALN:
         LAUNCH(h3k_adaln(d->temb, d->w[H3_T_ADALN_W], d->w[H3_T_ADALN_B], h3_mod_width(c), c->temb, d->mod, br->st));
         break;
+    case OP_ROPE: LAUNCH(h3k_rope_table(d->pos, S, br->omega, d->rope, br->st)); break;
     case OP_NORM1:
         if (h3r_fp8(br, G_QKV))
             LAUNCH(h3k_rmsnorm_mod_q8(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
@@ -243,8 +247,8 @@ void h3r_run_op(block_run *br, int op)
         const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (vmu && !br->vmu_given)
             LAUNCH(h3k_v_mean(d->qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, S, H, d->vmu, br->st));
-        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->pos, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, br->omega,
-                                      vmu, d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
+        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu, d->q8,
+                                      d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;
     }
     case OP_ATTN: {
@@ -295,7 +299,7 @@ double h3r_median(double *v, int n)
 /* Work per op, for the rate column: FLOPs of GEMMs and attention
  * (config.c), minimum bytes moved (each input read once, each output written
  * once) for the memory-bound ones; and the device's ceiling for that rate. */
-static const int op_stage[OP_N] = {H3_STAGE_ADALN,    H3_STAGE_NORM1_MOD, H3_STAGE_QKV_GEMM, H3_STAGE_QK_NORM_ROPE_QUANT,
+static const int op_stage[OP_N] = {H3_STAGE_ADALN,    -1, H3_STAGE_NORM1_MOD, H3_STAGE_QKV_GEMM, H3_STAGE_QK_NORM_ROPE_QUANT,
                                    H3_STAGE_ATTENTION, -1,                H3_STAGE_OUT_GEMM, H3_STAGE_GATE_RES1,
                                    H3_STAGE_FC1_GEMM,  H3_STAGE_SWIGLU,   H3_STAGE_FC2_GEMM, H3_STAGE_GATE_RES2};
 /* The GEMM an op is (G_*), or -1. */
@@ -320,8 +324,9 @@ static void op_work(const h3_config *c, int S, int fp8_mask, int op, double *flo
     *bytes = 0;
     switch (op) {
     case OP_ADALN: *flops = 0; *bytes = MOD * T * 2 + MOD * 2 * 2; break; /* a GEMV: memory-bound */
+    case OP_ROPE: *bytes = S * (12.0 + H3_ROPE_TAB * 4); break;
     case OP_NORM1: *bytes = S * C * (2 + act_qkv); break;
-    case OP_QUANT: *bytes = S * 3 * I * 2 + 3 * Sp * I; break;
+    case OP_QUANT: *bytes = S * 3 * I * 2 + S * H3_ROPE_TAB * 4.0 + 3 * Sp * I; break;
     case OP_OUTQ: *bytes = S * I * 2 + S * I * (1 + 4.0 / I); break;
     case OP_RES1_NORM2: *bytes = S * C * (2 * 3 + act_fc1); break;
     case OP_SWIGLU: *bytes = S * F * (2 * 2 + (fp8_mask >> G_FC2 & 1 ? 1 + 4.0 / F : 2)); break;
@@ -617,6 +622,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     double *t = calloc((size_t)R * (OP_N + 1), sizeof(double));
     CHECK(t, "out of host memory");
     const double adaln_ms = time_op_alone(&br, OP_ADALN, R, ev[0], ev[1], t);
+    const double rope_ms = time_op_alone(&br, OP_ROPE, R, ev[0], ev[1], t); /* once per sequence */
     fprintf(stderr, "running the block: %d warm-up + %d timed runs at %d tokens...\n", o->warmup, R, S);
     for (int it = 0; it < o->warmup + R; it++) {
         CUDA_CHECK(cudaEventRecord(ev[0], br.st));
@@ -642,6 +648,10 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     report_row *row = report_add_row(r, op_names[OP_ADALN], adaln_ms, fl, by);
     row->once = 1;
     row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ADALN);
+    op_work(c, S, br.fp8_mask, OP_ROPE, &fl, &by);
+    row = report_add_row(r, op_names[OP_ROPE], rope_ms, fl, by);
+    row->once = 1;
+    row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ROPE);
     for (int j = 0; j < nops; j++) {
         op_work(c, S, br.fp8_mask, ops[j], &fl, &by);
         row = report_add_row(r, op_names[ops[j]], h3r_median(t + (size_t)j * R, R), fl, by);

@@ -16,12 +16,13 @@
 
 /* The ops of one block, in order. */
 enum {
-    OP_ADALN, OP_NORM1, OP_QKV, OP_QUANT, OP_ATTN, OP_OUTQ, OP_OUT, OP_RES1_NORM2, OP_FC1, OP_SWIGLU, OP_FC2, OP_RES2,
+    OP_ADALN, OP_ROPE, OP_NORM1, OP_QKV, OP_QUANT, OP_ATTN, OP_OUTQ, OP_OUT, OP_RES1_NORM2, OP_FC1, OP_SWIGLU, OP_FC2, OP_RES2,
     OP_N
 };
-static const char *const op_names[OP_N] = {"adaln",     "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention",
-                                     "out_quant", "out_gemm",  "gate_res1+norm2_mod", "fc1_gemm", "swiglu",
-                                     "fc2_gemm",  "gate_res2"};
+static const char *const op_names[OP_N] = {"adaln",    "rope_table", "norm1_mod",           "qkv_gemm",
+                                           "qk_norm_rope_quant", "attention", "out_quant", "out_gemm",
+                                           "gate_res1+norm2_mod", "fc1_gemm", "swiglu",    "fc2_gemm",
+                                           "gate_res2"};
 
 /* The four GEMMs (config.h's order: G_x is bit x of the FP8 mask) and their
  * weight tensors. */
@@ -36,6 +37,7 @@ typedef struct {
     float *temb;    // [T]
     int32_t *tags;  // [S]
     float *pos;     // [S][3]
+    float *rope;    // [S][H3_ROPE_TAB] cos, sin of the RoPE angles (once per sequence)
     /* activations */
     uint16_t *mod;  // [M][6][C]
     uint16_t *a;    // [S][C]
@@ -76,7 +78,7 @@ typedef struct {
     int smooth_v; /* V smoothing: vmu computed and used by quant and attention */
     int vmu_given; /* --gpus P: vmu is the mean over every rank's tokens, set before OP_QUANT (sp.c) */
     int fp8_mask; /* bit G_x: that GEMM runs in FP8 and its producer writes e4m3 rows (0: all BF16) */
-    float omega[16];
+    float omega[16]; /* the RoPE frequencies, for OP_ROPE */
     h3_lt *lt;
     dev_bufs d;
     cudaStream_t st;

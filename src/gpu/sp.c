@@ -439,7 +439,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         const size_t hbytes[10] = {Hl * Sp * 128, Hl * Sp * 128, Hl * Sp * 128, Hl * G * 4, Hl * G * 4, Hl * G * 4,
                                    (size_t)S * Hl * 128 * 2, Hl * S * 4, (size_t)H * 128 * 8,
                                    (size_t)P * H * 128 * 8};
-        for (int i = 0; i < 10; i++)
+        for (int i = 0; i < (x->smooth_v ? 10 : 8); i++) /* the V column sums only when smoothing */
             if (h3r_dev_alloc(hb[i], hbytes[i], &t, err, errlen)) return -1;
         CUDA_CHECK(cudaMemset(a->aq8, 0, Hl * Sp * 128)); /* padding tokens stay code 0 */
         CUDA_CHECK(cudaMemset(a->ak8, 0, Hl * Sp * 128));
@@ -493,10 +493,11 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     r->hidden = C;
     r->repeat = o->repeat;
 
-    /* adaLN once per timestep, on every rank */
+    /* adaLN once per timestep and the RoPE table of the rank's tokens once per sequence, on every rank */
     for (int rr = 0; rr < P; rr++) {
         CUDA_CHECK(cudaSetDevice(x->rk[rr].dev));
         h3r_run_op(&x->rk[rr].br, OP_ADALN);
+        h3r_run_op(&x->rk[rr].br, OP_ROPE);
     }
     const int R = o->repeat;
     double *t = calloc((size_t)R * (PH_N + 1), sizeof(double));
@@ -526,7 +527,9 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         if (k == PH_ATTN) fl = h3_stage_flops(c, S, H3_STAGE_ATTENTION) / P; /* per rank: its heads */
         if (k == PH_A2A_QKV) by = x->bytes_a2a_qkv;
         if (k == PH_A2A_O) by = x->bytes_a2a_o;
-        report_add_row(r, ph_names[k], ms, fl, by);
+        /* with smoothing the first phase also sums V's columns and exchanges the sums (vmean_all) */
+        report_add_row(r, k == PH_PRE && x->smooth_v ? "norm1_mod+qkv_gemm+v_mean+qk_norm_rope_quant" : ph_names[k],
+                       ms, fl, by);
     }
     r->total_ms = h3r_median(t + (size_t)PH_N * R, R);
     free(t);
