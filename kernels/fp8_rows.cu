@@ -11,15 +11,22 @@
  * quant_rows: one block per row, two passes over the row (the second hits
  *   L1/L2: rows are <= 28 KiB); 16-byte loads, 8-byte code stores.
  * swiglu_q8: stage swiglu fused with the quantisation of its output: one
- *   block per token row holds its F outputs in registers (BF16-rounded, as
+ *   block per token row holds its F outputs in registers (packed BF16-rounded, as
  *   the BF16 stage would store them), reduces amax and writes the codes; the
  *   BF16 u is written too when asked (checks), else never leaves the SM. */
 #include "common.cuh"
 #include "kernels.h"
 
 #define ROWQ_THREADS 256
-#define SWQ_CPT 8 /* 16-byte chunks per thread held in registers */
 #define SWQ_MAX_THREADS 1024
+/* Rows of up to 14336 (H3's F): 4 chunks per thread, <= 448 threads, and
+ * registers capped for 3 rows' blocks per SM (ptxas: 40 registers, a 16-byte
+ * spill of each chunk's index outside the arithmetic): 0.788 -> 0.722 ms at
+ * S = 30272 on the H200, where 8 chunks x 224 threads at 62 registers fit 4
+ * (896 threads), 4 chunks at 47 registers only 2, and 2 chunks x 896 threads
+ * at 32 registers 2 (0.75 ms). Wider rows: 8 chunks per thread, up to 1024
+ * threads (F <= 65536). */
+#define SWQ_SMALL_THREADS 448
 
 __global__ void __launch_bounds__(ROWQ_THREADS)
     quant_rows_vec_kernel(const uint16_t *__restrict__ x, // [rows][cols] bf16
@@ -71,7 +78,8 @@ extern "C" int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_
     return (int)cudaGetLastError();
 }
 
-__global__ void __launch_bounds__(SWQ_MAX_THREADS)
+template <int CPT> /* 16-byte chunks per thread held in registers */
+__global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS, CPT == 4 ? 3 : 1)
     swiglu_q8_kernel(const uint16_t *__restrict__ g, // [S][2F] bf16 (gate | up)
                      int F,
                      uint16_t *__restrict__ u,       // [S][F] bf16, may be NULL
@@ -83,10 +91,10 @@ __global__ void __launch_bounds__(SWQ_MAX_THREADS)
     const uint16_t *gr = g + (size_t)s * 2 * F;
     /* The row waits for its amax as packed BF16 (4 registers per chunk, not
      * 8): fewer registers, more rows in flight per SM. */
-    uint4 pk[SWQ_CPT];
+    uint4 pk[CPT];
     float m = 0.0f;
 #pragma unroll
-    for (int i = 0; i < SWQ_CPT; i++) {
+    for (int i = 0; i < CPT; i++) {
         const int c = threadIdx.x + i * blockDim.x;
         if (c < nch) {
             float a[8], b[8];
@@ -104,7 +112,7 @@ __global__ void __launch_bounds__(SWQ_MAX_THREADS)
     const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
     if (threadIdx.x == 0) su[s] = h3d_row_scale(amax);
 #pragma unroll
-    for (int i = 0; i < SWQ_CPT; i++) {
+    for (int i = 0; i < CPT; i++) {
         const int c = threadIdx.x + i * blockDim.x;
         if (c < nch) {
             float a[8];
@@ -119,11 +127,14 @@ extern "C" int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8
     if (S <= 0) return 0;
     const int nch = F / 8;
     /* The row must fit the registers of one block: F <= 8 x 8 x 1024. */
-    if (F <= 0 || F % 8 || nch > SWQ_CPT * SWQ_MAX_THREADS || !h3_aligned16(g) || (u && !h3_aligned16(u)) ||
+    if (F <= 0 || F % 8 || nch > 8 * SWQ_MAX_THREADS || !h3_aligned16(g) || (u && !h3_aligned16(u)) ||
         ((uintptr_t)u8 & 7u))
         return (int)cudaErrorInvalidValue;
-    int threads = (nch + SWQ_CPT - 1) / SWQ_CPT;
-    threads = (threads + 31) / 32 * 32;
-    swiglu_q8_kernel<<<S, threads, 0, (cudaStream_t)stream>>>(g, F, u, u8, su);
+    const int cpt = nch <= 4 * SWQ_SMALL_THREADS ? 4 : 8;
+    const int threads = ((nch + cpt - 1) / cpt + 31) / 32 * 32;
+    if (cpt == 4)
+        swiglu_q8_kernel<4><<<S, threads, 0, (cudaStream_t)stream>>>(g, F, u, u8, su);
+    else
+        swiglu_q8_kernel<8><<<S, threads, 0, (cudaStream_t)stream>>>(g, F, u, u8, su);
     return (int)cudaGetLastError();
 }

@@ -24,7 +24,7 @@
 #define NORM_CPT 4 /* 16-byte chunks per thread (registers) */
 
 template <bool RES, bool Q8>
-__global__ void __launch_bounds__(1024)
+__global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376; 40 spilled */
     norm_mod_vec_kernel(const uint16_t *__restrict__ x,    // [S][C] bf16
                         const uint16_t *__restrict__ y,    // [S][C] bf16 (RES)
                         const uint16_t *__restrict__ mod,  // [M][6][C] bf16
@@ -41,61 +41,72 @@ __global__ void __launch_bounds__(1024)
     const int s = blockIdx.x, nch = C >> 3;
     const size_t ro = (size_t)s * C;
     const uint16_t *mt = mod + (size_t)tags[s] * H3_SLOTS * C; /* [6][C] of this modality */
-    float v[NORM_CPT][8];
+    /* The row waits for its sum of squares (and with Q8 for its amax) as
+     * packed BF16, which every value held is (x, the rounded residual, the
+     * rounded output): 4 registers per chunk instead of 8. With the 48-register
+     * cap 6 rows' blocks fit an SM instead of 5 (60 registers): norm1_mod_q8
+     * 0.262 -> 0.249 ms, gate_res1+norm2_mod_q8 0.346 -> 0.330 at S = 30272
+     * on the H200 (docs/perf.md, 2026-12-04 fourth session). */
+    uint4 pk[NORM_CPT];
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < NORM_CPT; i++) {
         const int c = threadIdx.x + i * blockDim.x;
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[i][j] = 0.0f;
+        pk[i] = make_uint4(0, 0, 0, 0);
         if (c < nch) {
-            h3d_unpack8(h3d_ld16_stream(x + ro + 8 * c), v[i]);
+            pk[i] = h3d_ld16_stream(x + ro + 8 * c);
+            float v[8];
+            h3d_unpack8(pk[i], v);
             if (RES) {
                 float yy[8], g[8];
                 h3d_unpack8(h3d_ld16_stream(y + ro + 8 * c), yy);
                 h3d_unpack8(h3d_ld16(mt + (size_t)slot_gate * C + 8 * c), g);
 #pragma unroll
-                for (int j = 0; j < 8; j++) v[i][j] = __fmaf_rn(g[j], yy[j], v[i][j]);
-                const uint4 pk = h3d_pack8(v[i]);
-                h3d_st16(xo + ro + 8 * c, pk);
-                h3d_unpack8(pk, v[i]); /* normalise the stored BF16 residual */
+                for (int j = 0; j < 8; j++) v[j] = __fmaf_rn(g[j], yy[j], v[j]);
+                pk[i] = h3d_pack8(v);
+                h3d_st16(xo + ro + 8 * c, pk[i]);
+                h3d_unpack8(pk[i], v); /* normalise the stored BF16 residual */
             }
 #pragma unroll
-            for (int j = 0; j < 8; j++) ss += v[i][j] * v[i][j];
+            for (int j = 0; j < 8; j++) ss += v[j] * v[j];
         }
     }
     ss = h3d_block_sum(ss, scratch);
     const float rs = 1.0f / sqrtf(ss / (float)C + eps);
+    float m = 0.0f; /* Q8: amax of the BF16 outputs */
 #pragma unroll
     for (int i = 0; i < NORM_CPT; i++) {
         const int c = threadIdx.x + i * blockDim.x;
         if (c < nch) {
-            float ww[8], sh[8], sc[8], o[8];
+            float v[8], ww[8], sh[8], sc[8], o[8];
+            h3d_unpack8(pk[i], v);
             h3d_unpack8(h3d_ld16(w + 8 * c), ww);
             h3d_unpack8(h3d_ld16(mt + (size_t)slot_shift * C + 8 * c), sh);
             h3d_unpack8(h3d_ld16(mt + (size_t)slot_scale * C + 8 * c), sc);
 #pragma unroll
-            for (int j = 0; j < 8; j++) o[j] = __fmaf_rn(v[i][j] * rs * ww[j], 1.0f + sc[j], sh[j]);
-            const uint4 pk = h3d_pack8(o);
-            if (!Q8 || out) h3d_st16(out + ro + 8 * c, pk);
-            if (Q8) h3d_unpack8(pk, v[i]); /* keep the BF16 output for the quantisation below */
+            for (int j = 0; j < 8; j++) o[j] = __fmaf_rn(v[j] * rs * ww[j], 1.0f + sc[j], sh[j]);
+            pk[i] = h3d_pack8(o);
+            if (!Q8 || out) h3d_st16(out + ro + 8 * c, pk[i]);
+            if (Q8) { /* amax of the BF16 output the BF16 stage would store */
+                h3d_unpack8(pk[i], o);
+#pragma unroll
+                for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(o[j]));
+            }
         }
     }
     if (Q8) {
         /* FP8 GEMM mode: the row's BF16 outputs -> e4m3 codes with one scale
          * per token (fp8_rows.cu's convention, cpu_ref quant_rows). */
-        float m = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NORM_CPT; i++)
-            if (threadIdx.x + i * blockDim.x < nch)
-#pragma unroll
-                for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(v[i][j]));
         const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
         if (threadIdx.x == 0) s8[s] = h3d_row_scale(amax);
 #pragma unroll
         for (int i = 0; i < NORM_CPT; i++) {
             const int c = threadIdx.x + i * blockDim.x;
-            if (c < nch) *(uint2 *)(out8 + ro + 8 * c) = h3d_e4m3x8(v[i], inv);
+            if (c < nch) {
+                float o[8];
+                h3d_unpack8(pk[i], o);
+                *(uint2 *)(out8 + ro + 8 * c) = h3d_e4m3x8(o, inv);
+            }
         }
     }
 }

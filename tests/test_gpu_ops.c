@@ -884,6 +884,7 @@ int main(int argc, char **argv)
         test_q8_fused(S_LIST[i], 5376, 0);
         test_q8_fused(S_LIST[i], 5376, 1);
         test_q8_fused(S_LIST[i], 14336, 2);
+        if (S_LIST[i] <= 129) test_q8_fused(S_LIST[i], 20000, 2); /* F > 4 x 8 x 448: swiglu_q8's 8-chunk path */
     }
     static const int HL[] = {1, 3, 56};
     for (int hi = 0; hi < 3; hi++)
