@@ -20,12 +20,16 @@
 #define ROWQ_THREADS 256
 #define SWQ_MAX_THREADS 1024
 /* Rows of up to 14336 (H3's F): 4 chunks per thread, <= 448 threads, and
- * registers capped for 3 rows' blocks per SM (ptxas: 40 registers, a 16-byte
- * spill of each chunk's index outside the arithmetic): 0.788 -> 0.722 ms at
+ * registers capped for 3 rows' blocks per SM: 0.788 -> 0.722 ms at
  * S = 30272 on the H200, where 8 chunks x 224 threads at 62 registers fit 4
  * (896 threads), 4 chunks at 47 registers only 2, and 2 chunks x 896 threads
  * at 32 registers 2 (0.75 ms). Wider rows: 8 chunks per thread, up to 1024
- * threads (F <= 65536). */
+ * threads (F <= 65536). Expected ptxas -warn-spills lines (sm_89/90a/120):
+ * swiglu_q8_kernel<4> spills 4-16 bytes (one word per chunk, stored once and
+ * reloaded once: the IEEE division's slow-path call in silu clobbers the
+ * registers that would hold it) and __cuda_sm3x_div_rn_noftz_f32_slowpath 20
+ * bytes (only taken for special operands); every cap that kept 3 blocks
+ * spilled, and the spills cost less than the occupancy gains. */
 #define SWQ_SMALL_THREADS 448
 
 __global__ void __launch_bounds__(ROWQ_THREADS)

@@ -1,7 +1,10 @@
 /* kernels.h — plain-C launchers of h3block's CUDA kernels.
  *
  * All pointers are device pointers; shapes as in cpu_ref/cpu_ref.h, whose
- * functions are the exact CPU twins (same argument order, same numerics).
+ * functions are the CPU twins (same numerics; mostly the same argument
+ * order). Exceptions: h3k_rope_table has no twin (the CPU computes its angles
+ * where it rotates), so h3k_qk_norm_rope_quant takes the table where
+ * cpu_qk_norm_rope_quant takes the positions.
  * Every launcher enqueues on `stream` and returns 0, or a non-zero
  * cudaError_t (as int) from the launch; it never synchronises. The kernels
  * know nothing of files, JSON or the CLI. */

@@ -24,7 +24,7 @@
 #define NORM_CPT 4 /* 16-byte chunks per thread (registers) */
 
 template <bool RES, bool Q8>
-__global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376; 40 spilled */
+__global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376 (a cap of 40 spills) */
     norm_mod_vec_kernel(const uint16_t *__restrict__ x,    // [S][C] bf16
                         const uint16_t *__restrict__ y,    // [S][C] bf16 (RES)
                         const uint16_t *__restrict__ mod,  // [M][6][C] bf16

@@ -162,9 +162,11 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             pp.y = __shfl_sync(0xffffffffu, tp4.y, partner);
             pp.z = __shfl_sync(0xffffffffu, tp4.z, partner);
             pp.w = __shfl_sync(0xffffffffu, tp4.w, partner);
-            /* y = t cos -/+ t' sin as one FMA after the product t cos, the sign
-             * folded into sin, so that all lanes run one path (dims 96..127,
-             * c >= 12, take t itself below; their table loads are predicated off) */
+            /* y = t cos -/+ t' sin as fma(t, cos, round(t' (-/+sin))): the
+             * contraction GCC makes of the CPU twin (cpu_ref/rope_quant.c) and
+             * the one nvcc made of the two-branch form before; the sign folded
+             * into sin so that all lanes run one path (dims 96..127, c >= 12,
+             * take t itself below; their table loads are predicated off) */
             float cs[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sn[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             if (c < 12) { /* the angles of dims 8rc..8rc+7, shared by q and k and by the pair's two chunks */
                 const float4 *ta = reinterpret_cast<const float4 *>(rope + s * H3_ROPE_TAB + 16 * rc);
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             h3d_unpack8(pp, tp);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const float r = __fmaf_rn(tp[j], c < 6 ? -sn[j] : sn[j], __fmul_rn(tt[j], cs[j]));
+                const float r = __fmaf_rn(tt[j], cs[j], __fmul_rn(tp[j], c < 6 ? -sn[j] : sn[j]));
                 y[j] = c < 12 ? r : tt[j];
             }
             /* amax of the unrounded y: BF16 rounding is monotone and odd, so

@@ -117,7 +117,9 @@ static inline int h3_qkv_width(const h3_config *c) { return 3 * c->heads * c->he
 #define H3_QKV_V_OFFSET 256
 static inline int h3_mod_width(const h3_config *c) { return c->modalities * H3_SLOTS * c->hidden; }
 /* Floats per token of the GPU's RoPE table (kernels.h h3k_rope_table): the
- * cos and sin of the 48 angles (rope_dims / 2, validated = 3 x 16). */
+ * cos and sin of the 48 angles, rope_dims / 2 for the 3 axes x 16
+ * frequencies that every config has (the GPU kernels assume 16; config.c
+ * only checks rope_dims = 6 x rope_freqs). */
 #define H3_ROPE_TAB 96
 
 /* Quantisation group and sequence padding for the FP8 attention operands:

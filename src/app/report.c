@@ -119,7 +119,9 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
         if (row->ms > 0 && row->bytes > 0)
             json_object_object_add(s, "gbps", json_object_new_double(row->bytes / (row->ms * 1e-3) / 1e9));
         if (row->ceiling > 0) json_object_object_add(s, "ceiling", json_object_new_double(row->ceiling));
-        if (row->once) json_object_object_add(s, "once_per_timestep", json_object_new_boolean(1));
+        if (row->once) /* "once_per": how often it runs (not part of the block total) */
+            json_object_object_add(s, "once_per",
+                                   json_object_new_string(row->once == REPORT_ONCE_SEQUENCE ? "sequence" : "timestep"));
         json_object_object_add(s, "check", json_object_new_string(row_check(r, row)));
         json_object_array_add(stages, s);
     }

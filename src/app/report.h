@@ -8,13 +8,15 @@
 #define REPORT_MAX_ROWS 24
 #define REPORT_MAX_CHECKS 48
 
+enum { REPORT_ONCE_TIMESTEP = 1, REPORT_ONCE_SEQUENCE = 2 }; /* report_row.once: how often it runs */
+
 typedef struct {
     char name[48];   /* a stage name, or "a+b" for a fused kernel covering two stages */
     double ms;       /* median wall time */
     double flops;    /* arithmetic work (GEMMs, attention), 0 for memory-bound stages */
     double bytes;    /* minimum device-memory traffic, for GB/s */
     double ceiling;  /* the device's peak for this row's rate (TFLOPS or GB/s), 0 if unknown */
-    int once;        /* computed once per timestep and cached: not part of the block total */
+    int once;        /* computed once and cached, not part of the block total: REPORT_ONCE_* */
 } report_row;
 
 typedef struct {

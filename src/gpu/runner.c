@@ -611,7 +611,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     br.lt = h3_lt_create();
     CHECK(br.lt, "cuBLASLt initialisation failed");
 
-    /* The ops of one block run, in order (adaLN apart: once per timestep). */
+    /* The ops of one block run, in order (adaLN apart: once per timestep; the RoPE table: once per sequence). */
     int ops[OP_N], nops = 0;
     for (int op = OP_NORM1; op < OP_N; op++)
         if (op != OP_OUTQ || h3r_fp8(&br, G_OUT)) ops[nops++] = op;
@@ -646,11 +646,11 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     double fl, by;
     op_work(c, S, br.fp8_mask, OP_ADALN, &fl, &by);
     report_row *row = report_add_row(r, op_names[OP_ADALN], adaln_ms, fl, by);
-    row->once = 1;
+    row->once = REPORT_ONCE_TIMESTEP;
     row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ADALN);
     op_work(c, S, br.fp8_mask, OP_ROPE, &fl, &by);
     row = report_add_row(r, op_names[OP_ROPE], rope_ms, fl, by);
-    row->once = 1;
+    row->once = REPORT_ONCE_SEQUENCE;
     row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ROPE);
     for (int j = 0; j < nops; j++) {
         op_work(c, S, br.fp8_mask, ops[j], &fl, &by);
