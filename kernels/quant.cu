@@ -284,9 +284,12 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, co
 }
 
 /* ---- the RoPE table: one thread per (token, angle a = 8 rc + j of 48);
- * f = pos[s][rc / 2] * omega[8 (rc % 2) + j] (one FP32 product, the CPU's
- * f[a] = pos[a / 16] * omega[a % 16]) and the precise sincosf, as the quant
- * kernel computed them itself before: the same bits. */
+ * f = pos[s][rc / 2] * omega[8 (rc % 2) + j] rounded to FP32 (__fmul_rn: the
+ * CPU's f[a] = pos[a / 16] * omega[a % 16] exactly, which nvcc could
+ * otherwise fuse into sincosf's range reduction) and the precise sincosf.
+ * Not bit-identical to the angles the quant kernel computed itself before
+ * (at S = 30272 its q8 / k8 codes then differed from the CPU's in 7.48e-6 /
+ * 1.2e-6 of cases, with this table 7.44e-6 / 1.12e-6: docs/perf.md). */
 __global__ void rope_table_kernel(const float *__restrict__ pos, int S, h3_omega16 om, float *__restrict__ tab)
 {
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -299,7 +302,7 @@ __global__ void rope_table_kernel(const float *__restrict__ pos, int S, h3_omega
     for (int k = 0; k < 16; k++) /* constant indices: om.w[oi] would copy om to local memory */
         if (k == oi) w = om.w[k];
     float sn, cs;
-    sincosf(pos[s * 3 + (rc >> 1)] * w, &sn, &cs);
+    sincosf(__fmul_rn(pos[s * 3 + (rc >> 1)], w), &sn, &cs);
     tab[s * H3_ROPE_TAB + 16 * rc + j] = cs;
     tab[s * H3_ROPE_TAB + 16 * rc + 8 + j] = sn;
 }
