@@ -16,8 +16,8 @@ import json
 import os
 import sys
 
-STAGES = ["adaln", "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_quant", "out_gemm", "gate_res1",
-          "norm2_mod", "fc1_gemm", "swiglu", "fc2_gemm", "gate_res2"]
+STAGES = ["adaln", "rope_table", "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_quant", "out_gemm",
+          "gate_res1", "norm2_mod", "fc1_gemm", "swiglu", "fc2_gemm", "gate_res2"]
 
 
 def load(path):
