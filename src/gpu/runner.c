@@ -299,9 +299,11 @@ double h3r_median(double *v, int n)
 /* Work per op, for the rate column: FLOPs of GEMMs and attention
  * (config.c), minimum bytes moved (each input read once, each output written
  * once) for the memory-bound ones; and the device's ceiling for that rate. */
-static const int op_stage[OP_N] = {H3_STAGE_ADALN,    -1, H3_STAGE_NORM1_MOD, H3_STAGE_QKV_GEMM, H3_STAGE_QK_NORM_ROPE_QUANT,
-                                   H3_STAGE_ATTENTION, -1,                H3_STAGE_OUT_GEMM, H3_STAGE_GATE_RES1,
-                                   H3_STAGE_FC1_GEMM,  H3_STAGE_SWIGLU,   H3_STAGE_FC2_GEMM, H3_STAGE_GATE_RES2};
+static const int op_stage[OP_N] = {H3_STAGE_ADALN,     -1 /* rope_table */, H3_STAGE_NORM1_MOD,
+                                   H3_STAGE_QKV_GEMM,  H3_STAGE_QK_NORM_ROPE_QUANT, H3_STAGE_ATTENTION,
+                                   -1 /* out_quant */, H3_STAGE_OUT_GEMM,   H3_STAGE_GATE_RES1,
+                                   H3_STAGE_FC1_GEMM,  H3_STAGE_SWIGLU,     H3_STAGE_FC2_GEMM,
+                                   H3_STAGE_GATE_RES2};
 /* The GEMM an op is (G_*), or -1. */
 static int op_gemm(int op)
 {
@@ -621,8 +623,12 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     const int R = o->repeat;
     double *t = calloc((size_t)R * (OP_N + 1), sizeof(double));
     CHECK(t, "out of host memory");
-    const double adaln_ms = time_op_alone(&br, OP_ADALN, R, ev[0], ev[1], t);
-    const double rope_ms = time_op_alone(&br, OP_ROPE, R, ev[0], ev[1], t); /* once per sequence */
+    /* the cached ops, timed alone: adaLN once per timestep, the RoPE table once per sequence */
+    static const struct {
+        int op, once;
+    } cached[2] = {{OP_ADALN, REPORT_ONCE_TIMESTEP}, {OP_ROPE, REPORT_ONCE_SEQUENCE}};
+    double cached_ms[2];
+    for (int i = 0; i < 2; i++) cached_ms[i] = time_op_alone(&br, cached[i].op, R, ev[0], ev[1], t);
     fprintf(stderr, "running the block: %d warm-up + %d timed runs at %d tokens...\n", o->warmup, R, S);
     for (int it = 0; it < o->warmup + R; it++) {
         CUDA_CHECK(cudaEventRecord(ev[0], br.st));
@@ -644,14 +650,13 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     CUDA_CHECK(cudaMemGetInfo(&free1, &tot));
     r->peak_mem_gb = (double)(free0 - free1) / 1e9;
     double fl, by;
-    op_work(c, S, br.fp8_mask, OP_ADALN, &fl, &by);
-    report_row *row = report_add_row(r, op_names[OP_ADALN], adaln_ms, fl, by);
-    row->once = REPORT_ONCE_TIMESTEP;
-    row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ADALN);
-    op_work(c, S, br.fp8_mask, OP_ROPE, &fl, &by);
-    row = report_add_row(r, op_names[OP_ROPE], rope_ms, fl, by);
-    row->once = REPORT_ONCE_SEQUENCE;
-    row->ceiling = op_ceiling(gi, br.fp8_mask, fl, OP_ROPE);
+    report_row *row;
+    for (int i = 0; i < 2; i++) {
+        op_work(c, S, br.fp8_mask, cached[i].op, &fl, &by);
+        row = report_add_row(r, op_names[cached[i].op], cached_ms[i], fl, by);
+        row->once = cached[i].once;
+        row->ceiling = op_ceiling(gi, br.fp8_mask, fl, cached[i].op);
+    }
     for (int j = 0; j < nops; j++) {
         op_work(c, S, br.fp8_mask, ops[j], &fl, &by);
         row = report_add_row(r, op_names[ops[j]], h3r_median(t + (size_t)j * R, R), fl, by);

@@ -16,8 +16,8 @@
 
 /* The ops of one block, in order. */
 enum {
-    OP_ADALN, OP_ROPE, OP_NORM1, OP_QKV, OP_QUANT, OP_ATTN, OP_OUTQ, OP_OUT, OP_RES1_NORM2, OP_FC1, OP_SWIGLU, OP_FC2, OP_RES2,
-    OP_N
+    OP_ADALN, OP_ROPE, OP_NORM1, OP_QKV, OP_QUANT, OP_ATTN, OP_OUTQ, OP_OUT, OP_RES1_NORM2, OP_FC1, OP_SWIGLU, OP_FC2,
+    OP_RES2, OP_N
 };
 static const char *const op_names[OP_N] = {"adaln",    "rope_table", "norm1_mod",           "qkv_gemm",
                                            "qk_norm_rope_quant", "attention", "out_quant", "out_gemm",
