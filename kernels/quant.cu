@@ -19,26 +19,31 @@
  * differ only where the 16-lane sum-of-squares order or sincosf's last bit
  * moves a BF16 rounding (then by 1 ulp, and a code by at most 1).
  *
- * One CTA per (group g, head h), 8 warps; the 128 x 128 q, k, v tiles of the
- * group live in shared memory as BF16 (96 KiB, 2 CTAs per SM on Hopper).
- * Phase 1: each warp owns 16 tokens; per token, lanes 0-15 hold q's 16 chunks
- * of 8 dims and lanes 16-31 k's (16-byte loads), the RMS is a 16-lane shuffle
- * sum and the RoPE partner chunk (c +- 6) comes by shuffle. The angles' cos
- * and sin come from the table (64 bytes per lane and token, L2-resident: 11.6
- * MB at S = 30272); computing them here, as this kernel did before, repeated
- * the same sincosf in all H heads' CTAs. The kernel is issue- and
- * latency-bound, not bandwidth-bound, so phase 1 is written for few
- * instructions and loads in flight: t is rounded to BF16 two values per
+ * One CTA per (tensor, head h, group g), 8 warps: the q, k and v tiles of a
+ * (group, head) are independent (each has its own scale), so each gets its
+ * own CTA and 32 KiB of shared memory (BF16), 3 CTAs and 24 warps per SM
+ * where one CTA holding all three (96 KiB) allowed 2 and 16 warps; the grid
+ * runs (tensor, head) fastest, so the CTAs in flight read whole qkv rows.
+ * 0.922 -> 0.832 ms at S = 30272, H = 56; the same arithmetic per value,
+ * and dit_block's output bit-identical to before (docs/perf.md, 2026-12-04
+ * fifth session).
+ * Q or K (qk_rows): each warp owns 16 tokens, two at a time (one per 16-lane
+ * half, lane c holding dims 8c..8c+7: 16-byte loads), the RMS is a 16-lane
+ * shuffle sum and the RoPE partner chunk (c +- 6) comes by shuffle. The
+ * angles' cos and sin come from the table (64 bytes per lane and token,
+ * L2-resident: 11.6 MB at S = 30272); computing them here, as this kernel did
+ * before, repeated the same sincosf in all H heads' CTAs. The kernel is
+ * issue- and latency-bound, not bandwidth-bound, so this phase is written for
+ * few instructions and loads in flight: t is rounded to BF16 two values per
  * cvt (the packed words are the partner's payload), all lanes run one RoPE
  * path (the sign folded into sin, dims 96..127 selected), the amax is taken
  * on the unrounded y and rounded once (rounding is monotone), and the next
- * batch of 4 tokens is loaded before this one's arithmetic. Together with the
- * table: 1.13 -> 0.92 ms at S = 30272, H = 56 (docs/perf.md, 2026-12-04
- * fourth session).
- * Phase 2: block amax. Phase 3: codes written as coalesced 16-byte rows; V is
- * transposed through shared memory (a warp reads one key row, 32 consecutive
- * words: conflict-free) so every lane writes 32 contiguous bytes of two
- * vt8 rows.
+ * batch of 4 token pairs is loaded before this one's arithmetic. Then the
+ * block amax, and the codes written as coalesced 16-byte rows.
+ * V: the raw tile is loaded (8 loads per thread in flight), its amax taken
+ * (of v - mu when smoothed), and it is transposed through shared memory (a
+ * warp reads one key row, 32 consecutive words: conflict-free) so every lane
+ * writes 32 contiguous bytes of two vt8 rows.
  *
  * V smoothing (vmu != NULL, cpu_ref.h): V is quantised as the FP32
  * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
@@ -51,7 +56,13 @@
 #include "kernels.h"
 
 #define QK_THREADS 256
-#define QK_TILE_BYTES (3 * 128 * 128 * 2)
+/* Q, K or V of one (group, head): 128 x 128 BF16 = 32 KiB of shared memory.
+ * 3 CTAs per SM (80 registers, no spills): 24 warps, where the kernel that
+ * held all three tensors of a (group, head) in 96 KiB ran 16 (0.922 ->
+ * 0.832 ms at S = 30272, H = 56). A cap of 64 registers (4 CTAs) spills 56
+ * bytes and measured 0.820 ms: 1.4% was not worth the spills. */
+#define QK_TILE_BYTES (128 * 128 * 2)
+#define QK_MIN_BLOCKS 3
 
 struct h3_omega16 {
     float w[16];
@@ -63,87 +74,47 @@ __host__ __device__ constexpr int slot_key(int s)
     return (s & ~15) + (((s & 15) & 3) >> 1) * 8 + ((s & 15) >> 2) * 2 + ((s & 15) & 1);
 }
 
-__global__ void __launch_bounds__(QK_THREADS, 2)
-    qk_norm_rope_quant_kernel(const uint16_t *__restrict__ qkv,  // [S][3*H*128] bf16
-                              const float *__restrict__ rope,    // [S][H3_ROPE_TAB] f32 (h3k_rope_table)
-                              const uint16_t *__restrict__ qw,   // [128] bf16
-                              const uint16_t *__restrict__ kw,   // [128] bf16
-                              int S, int H, float eps,
-                              const float *__restrict__ vmu,     // [H*128] f32 or NULL
-                              uint8_t *__restrict__ q8,          // [H][S_pad][128] e4m3
-                              uint8_t *__restrict__ k8,          // [H][S_pad][128] e4m3
-                              uint8_t *__restrict__ vt8,         // [H][128][S_pad] e4m3
-                              float *__restrict__ sq, float *__restrict__ sk,
-                              float *__restrict__ sv)            // [H][G] f32
+/* Phase 1 of a Q or K CTA: RMSNorm and RoPE of the group's tokens into the
+ * BF16 tile T [128 tokens][16 chunks]; returns the thread's amax (rounded to
+ * BF16). Each warp owns 16 tokens, two at a time: lanes 0-15 one token, lanes
+ * 16-31 the next, lane c of a half holding dims 8c..8c+7 (16-byte loads). The
+ * RMS is a 16-lane shuffle sum and the RoPE partner chunk (c +- 6) comes by
+ * shuffle, both within the half. Padding tokens (>= n) load zeros and run
+ * the same path, so the halves never diverge around the shuffles; their
+ * table rows are not read and their rows are stored as +0. */
+static __device__ __forceinline__ float qk_rows(const uint16_t *__restrict__ src, /* qkv + this head's q or k */
+                                                size_t W3, const float *__restrict__ rope, const uint16_t *w, int g,
+                                                int n, float eps, uint4 *T)
 {
-    extern __shared__ uint4 tile[]; /* Qs, Ks, Vs: [128 tokens][16 chunks] uint4 = [128][128] bf16 each */
-    __shared__ float red[3][QK_THREADS / 32];
-    uint4 *Qs = tile, *Ks = tile + 2048, *Vs = tile + 4096;
-
-    const int g = blockIdx.x, h = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int G = gridDim.x, S_pad = G * H3_QGROUP;
-    const int n = min(H3_QGROUP, S - g * H3_QGROUP); /* valid tokens of this group */
-    const size_t W3 = (size_t)H3_QKV_HEAD_STRIDE * H;
-
-    /* Lane roles in phase 1. */
-    const int part = lane >> 4; /* 0: q, 1: k */
-    const int c = lane & 15;    /* chunk: dims 8c..8c+7 */
+    const int half = lane >> 4, c = lane & 15;
     const int partner = c < 6 ? lane + 6 : (c < 12 ? lane - 6 : lane);
     const int rc = c < 12 ? c % 6 : 0; /* rotary chunk 0..5: its cos | sin in the table row (h3k_rope_table) */
-    float wn[8], vm[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* vm: V's mean at dims 8c..8c+7 (0: not smoothed) */
-    h3d_unpack8(h3d_ld16((part ? kw : qw) + 8 * c), wn);
-    if (vmu)
-#pragma unroll
-        for (int j = 0; j < 8; j++) vm[j] = vmu[128 * h + 8 * c + j];
-    uint4 *dst_qk = part ? Ks : Qs;
-    float am_qk = 0.0f, am_v = 0.0f;
+    float wn[8];
+    h3d_unpack8(h3d_ld16(w + 8 * c), wn);
     const uint4 zero = make_uint4(0, 0, 0, 0);
-
-    /* ---- phase 1: load, norm, rope, BF16 tiles into shared memory ---- */
-    /* Batches of 4 tokens; the next batch's loads are issued before this
-     * one's arithmetic (two CTAs per SM leave few warps to hide them). */
-    uint4 nq[4], nv[2];
+    float am = 0.0f;
+    /* Batches of 4 token pairs; the next batch's loads are issued before
+     * this one's arithmetic. */
+    uint4 nx[4];
     const auto load_batch = [&](int b) {
-        const int i0 = warp * 16 + b * 4;
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            const int i = i0 + t;
-            const size_t s = (size_t)g * H3_QGROUP + i;
-            nq[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + 128 * part + 8 * c) : zero;
-        }
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            const int i = i0 + 2 * t + part;
-            const size_t s = (size_t)g * H3_QGROUP + i;
-            nv[t] = i < n ? h3d_ld16_stream(qkv + s * W3 + H3_QKV_HEAD_STRIDE * h + H3_QKV_V_OFFSET + 8 * c) : zero;
+            const int i = warp * 16 + b * 8 + 2 * t + half;
+            nx[t] = i < n ? h3d_ld16_stream(src + ((size_t)g * H3_QGROUP + i) * W3 + 8 * c) : zero;
         }
     };
     load_batch(0);
-    for (int b = 0; b < 4; b++) {
-        const int i0 = warp * 16 + b * 4; /* first token of this batch (in the group) */
-        uint4 xq[4] = {nq[0], nq[1], nq[2], nq[3]}, xv[2] = {nv[0], nv[1]};
-        if (b < 3) load_batch(b + 1);
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            const int i = i0 + 2 * t + part;
-            float v[8];
-            h3d_unpack8(xv[t], v);
-            if (i < n)
-#pragma unroll
-                for (int j = 0; j < 8; j++) am_v = fmaxf(am_v, fabsf(v[j] - vm[j]));
-            Vs[i * 16 + c] = xv[t]; /* raw BF16 (the mean comes off in phase 3b); padding tokens are zero */
-        }
+#pragma unroll 1
+    for (int b = 0; b < 2; b++) {
+        const uint4 xb[4] = {nx[0], nx[1], nx[2], nx[3]};
+        if (b == 0) load_batch(1);
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            const int i = i0 + t;
-            if (i >= n) { /* warp-uniform: padding token */
-                dst_qk[i * 16 + c] = zero;
-                continue;
-            }
+            const int i = warp * 16 + b * 8 + 2 * t + half;
             const size_t s = (size_t)g * H3_QGROUP + i;
             float x[8], tt[8];
-            h3d_unpack8(xq[t], x);
+            h3d_unpack8(xb[t], x);
             float ss = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) ss += x[j] * x[j];
@@ -156,19 +127,17 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
             for (int j = 0; j < 8; j++) tt[j] = x[j] * rs * wn[j];
             const uint4 tp4 = h3d_pack8(tt);
             h3d_unpack8(tp4, tt);
-            /* RoPE partner chunk and the shared angles (all lanes take part in the shuffles). */
             uint4 pp;
             pp.x = __shfl_sync(0xffffffffu, tp4.x, partner);
             pp.y = __shfl_sync(0xffffffffu, tp4.y, partner);
             pp.z = __shfl_sync(0xffffffffu, tp4.z, partner);
             pp.w = __shfl_sync(0xffffffffu, tp4.w, partner);
             /* y = t cos -/+ t' sin as fma(t, cos, round(t' (-/+sin))): the
-             * contraction GCC makes of the CPU twin (cpu_ref/rope_quant.c) and
-             * the one nvcc made of the two-branch form before; the sign folded
-             * into sin so that all lanes run one path (dims 96..127, c >= 12,
-             * take t itself below; their table loads are predicated off) */
+             * contraction GCC makes of the CPU twin (cpu_ref/rope_quant.c);
+             * the sign folded into sin so that all lanes run one path (dims
+             * 96..127, c >= 12, take t itself below) */
             float cs[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sn[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            if (c < 12) { /* the angles of dims 8rc..8rc+7, shared by q and k and by the pair's two chunks */
+            if (c < 12 && i < n) { /* the angles of dims 8rc..8rc+7, shared by the pair's two chunks */
                 const float4 *ta = reinterpret_cast<const float4 *>(rope + s * H3_ROPE_TAB + 16 * rc);
                 const float4 c0 = __ldg(ta), c1 = __ldg(ta + 1), s0 = __ldg(ta + 2), s1 = __ldg(ta + 3);
                 cs[0] = c0.x, cs[1] = c0.y, cs[2] = c0.z, cs[3] = c0.w, cs[4] = c1.x, cs[5] = c1.y, cs[6] = c1.z;
@@ -184,61 +153,92 @@ __global__ void __launch_bounds__(QK_THREADS, 2)
                 y[j] = c < 12 ? r : tt[j];
             }
             /* amax of the unrounded y: BF16 rounding is monotone and odd, so
-             * max |bf16(y)| = bf16(max |y|), taken once after the loop */
+             * max |bf16(y)| = bf16(max |y|), taken once at the end */
 #pragma unroll
-            for (int j = 0; j < 8; j++) am_qk = fmaxf(am_qk, fabsf(y[j]));
-            dst_qk[i * 16 + c] = h3d_pack8(y);
+            for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(y[j]));
+            /* padding tokens: +0 codes (x = 0 gives y = -0 where w < 0) */
+            T[i * 16 + c] = i < n ? h3d_pack8(y) : zero;
         }
     }
-    am_qk = h3d_round_bf16(am_qk);
+    return h3d_round_bf16(am);
+}
 
-    /* ---- phase 2: amax over the group (max is exact in any order) ---- */
+__global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
+    qk_norm_rope_quant_kernel(const uint16_t *__restrict__ qkv,  // [S][3*H*128] bf16
+                              const float *__restrict__ rope,    // [S][H3_ROPE_TAB] f32 (h3k_rope_table)
+                              const uint16_t *__restrict__ qw,   // [128] bf16
+                              const uint16_t *__restrict__ kw,   // [128] bf16
+                              int S, int H, float eps,
+                              const float *__restrict__ vmu,     // [H*128] f32 or NULL
+                              uint8_t *__restrict__ q8,          // [H][S_pad][128] e4m3
+                              uint8_t *__restrict__ k8,          // [H][S_pad][128] e4m3
+                              uint8_t *__restrict__ vt8,         // [H][128][S_pad] e4m3
+                              float *__restrict__ sq, float *__restrict__ sk,
+                              float *__restrict__ sv)            // [H][G] f32
+{
+    extern __shared__ uint4 tile[]; /* [128 tokens][16 chunks] uint4 = [128][128] bf16 */
+    __shared__ float scratch[32];
+
+    const int which = blockIdx.x % 3, h = blockIdx.x / 3, g = blockIdx.y; /* which: 0 q, 1 k, 2 v */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int G = gridDim.y, S_pad = G * H3_QGROUP;
+    const int n = min(H3_QGROUP, S - g * H3_QGROUP); /* valid tokens of this group */
+    const size_t W3 = (size_t)H3_QKV_HEAD_STRIDE * H;
+    const uint16_t *src = qkv + (size_t)H3_QKV_HEAD_STRIDE * h + (which == 2 ? H3_QKV_V_OFFSET : 128 * which);
+
+    if (which < 2) {
+        /* ---- Q or K: norm, rope, amax, codes as coalesced 16-byte rows ---- */
+        const float amax = h3d_block_max(qk_rows(src, W3, rope, which ? kw : qw, g, n, eps, tile), scratch);
+        const float inv = amax > 0.0f ? 448.0f / amax : 1.0f; /* amax == 0: all codes 0; 1 avoids 448/0 */
+        if (threadIdx.x == 0) (which ? sk : sq)[(size_t)h * G + g] = amax > 0.0f ? amax / 448.0f : 1.0f;
+        uint8_t *dst = (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP) * 128;
 #pragma unroll
-    for (int o = 8; o > 0; o >>= 1) am_qk = fmaxf(am_qk, __shfl_xor_sync(0xffffffffu, am_qk, o));
-    am_v = h3d_warp_max(am_v);
-    if (lane == 0) red[0][warp] = am_qk;
-    if (lane == 16) red[1][warp] = am_qk;
-    if (lane == 0) red[2][warp] = am_v;
-    __syncthreads();
-    float amax[3], inv[3];
-#pragma unroll
-    for (int k = 0; k < 3; k++) {
-        float m = 0.0f;
-#pragma unroll
-        for (int w = 0; w < QK_THREADS / 32; w++) m = fmaxf(m, red[k][w]);
-        amax[k] = m;
-        /* amax == 0: all codes are 0 whatever the multiplier; 1 avoids 448/0 = inf. */
-        inv[k] = m > 0.0f ? 448.0f / m : 1.0f;
-    }
-    if (threadIdx.x == 0) {
-        const size_t si = (size_t)h * G + g;
-        sq[si] = amax[0] > 0.0f ? amax[0] / 448.0f : 1.0f;
-        sk[si] = amax[1] > 0.0f ? amax[1] / 448.0f : 1.0f;
-        sv[si] = amax[2] > 0.0f ? amax[2] / 448.0f : 1.0f;
+        for (int idx = threadIdx.x; idx < 128 * 8; idx += QK_THREADS) {
+            const int r = idx >> 3, c16 = idx & 7;
+            float a[8], bb[8];
+            h3d_unpack8(tile[r * 16 + 2 * c16], a);
+            h3d_unpack8(tile[r * 16 + 2 * c16 + 1], bb);
+            uint4 o;
+            o.x = h3d_e4m3x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
+            o.y = h3d_e4m3x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
+            o.z = h3d_e4m3x4(bb[0] * inv, bb[1] * inv, bb[2] * inv, bb[3] * inv);
+            o.w = h3d_e4m3x4(bb[4] * inv, bb[5] * inv, bb[6] * inv, bb[7] * inv);
+            h3d_st16(dst + r * 128 + 16 * c16, o);
+        }
+        return;
     }
 
-    /* ---- phase 3a: q8, k8 rows (16 codes per lane, coalesced 16-byte stores) ---- */
-    for (int idx = threadIdx.x; idx < 2 * 128 * 8; idx += QK_THREADS) {
-        const int which = idx >> 10, r = (idx >> 3) & 127, c16 = idx & 7;
-        const uint4 *src = (which ? Ks : Qs) + r * 16 + 2 * c16;
-        const float m = inv[which];
-        float a[8], bb[8];
-        h3d_unpack8(src[0], a);
-        h3d_unpack8(src[1], bb);
-        uint4 o;
-        o.x = h3d_e4m3x4(a[0] * m, a[1] * m, a[2] * m, a[3] * m);
-        o.y = h3d_e4m3x4(a[4] * m, a[5] * m, a[6] * m, a[7] * m);
-        o.z = h3d_e4m3x4(bb[0] * m, bb[1] * m, bb[2] * m, bb[3] * m);
-        o.w = h3d_e4m3x4(bb[4] * m, bb[5] * m, bb[6] * m, bb[7] * m);
-        uint8_t *dst = (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP + r) * 128 + 16 * c16;
-        h3d_st16(dst, o);
-    }
-
-    /* ---- phase 3b: vt8 — warp: 32 slots (jp) x 64 dims (half); lane: dims 2dp, 2dp+1 ---- */
+    /* ---- V: the raw BF16 tile into shared memory (all 8 loads of a thread
+     * in flight at once), amax of v - mu over the valid tokens ---- */
     {
+        const int c = threadIdx.x & 15, i0 = threadIdx.x >> 4; /* chunk (dims 8c..8c+7), first token */
+        float vm[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* V's mean at dims 8c..8c+7 (0: not smoothed) */
+        if (vmu)
+#pragma unroll
+            for (int j = 0; j < 8; j++) vm[j] = vmu[128 * h + 8 * c + j];
+        uint4 xv[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = i0 + 16 * k;
+            xv[k] = i < n ? h3d_ld16_stream(src + ((size_t)g * H3_QGROUP + i) * W3 + 8 * c) : make_uint4(0, 0, 0, 0);
+        }
+        float am = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = i0 + 16 * k;
+            float v[8];
+            h3d_unpack8(xv[k], v);
+            if (i < n)
+#pragma unroll
+                for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(v[j] - vm[j]));
+            tile[i * 16 + c] = xv[k]; /* raw BF16 (the mean comes off below); padding tokens are zero */
+        }
+        const float amax = h3d_block_max(am, scratch);
+        if (threadIdx.x == 0) sv[(size_t)h * G + g] = amax > 0.0f ? amax / 448.0f : 1.0f;
+        /* ---- vt8: warp = 32 slots (jp) x 64 dims (half); lane: dims 2dp, 2dp+1 ---- */
         const int jp = warp & 3, dp = 32 * (warp >> 2) + lane;
-        const uint32_t *V32 = (const uint32_t *)Vs; /* [128 keys][64 words] */
-        const float m = inv[2];
+        const uint32_t *V32 = (const uint32_t *)tile; /* [128 keys][64 words] */
+        const float m = amax > 0.0f ? 448.0f / amax : 1.0f;
         const float mlo = vmu ? vmu[128 * h + 2 * dp] : 0.0f, mhi = vmu ? vmu[128 * h + 2 * dp + 1] : 0.0f;
         uint32_t lo[8], hi[8]; /* codes of rows 2dp and 2dp+1, slots 32jp..32jp+31 */
 #pragma unroll
@@ -269,15 +269,14 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, co
                                       uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream)
 {
     if (S <= 0 || H <= 0) return S == 0 && H > 0 ? 0 : (int)cudaErrorInvalidValue;
-    if (H > 65535) return (int)cudaErrorInvalidValue;
+    /* grid: x = 3 H (q, k, v of each head), y = the groups */
+    if (H > 65535 || h3_groups(S) > 65535) return (int)cudaErrorInvalidValue;
     if (!h3_aligned16(qkv) || !h3_aligned16(rope) || !h3_aligned16(qw) || !h3_aligned16(kw) || !h3_aligned16(q8) ||
         !h3_aligned16(k8) || !h3_aligned16(vt8))
         return (int)cudaErrorMisalignedAddress;
-    /* Set on every call (cheap, host-side): the attribute is per device. */
-    cudaError_t e = cudaFuncSetAttribute(qk_norm_rope_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         QK_TILE_BYTES);
-    if (e != cudaSuccess) return (int)e;
-    const dim3 grid((unsigned)h3_groups(S), (unsigned)H);
+    /* x = (head, tensor) fastest: the CTAs in flight read whole qkv rows
+     * (all heads' q, k, v of a token are adjacent) */
+    const dim3 grid((unsigned)(3 * H), (unsigned)h3_groups(S));
     qk_norm_rope_quant_kernel<<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
         qkv, rope, qw, kw, S, H, eps, vmu, q8, k8, vt8, sq, sk, sv);
     return (int)cudaGetLastError();
