@@ -8,7 +8,8 @@
  * FP32 -> e4m3 is cvt.rn.satfinite.e4m3x2.f32: RNE, finite overflow and +-inf
  * saturate to +-448, NaN stays NaN — exactly h3_f32_to_e4m3 (numerics.h). The
  * kernels are built without fast-math, so expf, sqrtf, sincosf and '/' are
- * the precise (IEEE for sqrt and division) versions. */
+ * the precise (IEEE for sqrt and division) versions; the one exception is
+ * swiglu's silu (h3d_silu_fast below). */
 #ifndef H3_COMMON_CUH
 #define H3_COMMON_CUH
 
@@ -129,6 +130,19 @@ __device__ __forceinline__ uint2 h3d_e4m3x8(const float f[8], float m)
 /* silu(x) = x / (1 + e^-x) in FP32, the CPU's formula (cpu_internal.h);
  * expf(-x) = inf for very negative x gives -0, the right limit. */
 __device__ __forceinline__ float h3d_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* silu for the swiglu stage, on every element of fc1's output: e^-x as
+ * __expf (ex2.approx of x log2 e: relative error below 2^-21 for |x| < 88)
+ * and the quotient as __fdividef (rcp.approx times x, ~2 ulp) -- a few
+ * instructions where expf and the IEEE division take ~18, and the
+ * division's slow-path call made ptxas spill. swiglu_q8 went from 0.715 to
+ * 0.537 ms at S = 30272 (now near its DRAM floor; docs/perf.md, 2026-12-04
+ * fifth session). Against the CPU's expf and '/' the FP32 result moves by a
+ * few ulp, so the BF16 output differs in rare 1-ulp flips (the swiglu
+ * tolerance). Ends: x < -88.7 gives e^-x = inf and -0, as the CPU does; for
+ * x in (-88.7, -87.3), 1 + e^-x > 2^126 and __fdividef returns 0 where the
+ * exact value is about -1e-36. */
+__device__ __forceinline__ float h3d_silu_fast(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 /* The launchers' alignment test for 16-byte vector access. */
 static inline int h3_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

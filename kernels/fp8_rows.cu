@@ -24,12 +24,9 @@
  * S = 30272 on the H200, where 8 chunks x 224 threads at 62 registers fit 4
  * (896 threads), 4 chunks at 47 registers only 2, and 2 chunks x 896 threads
  * at 32 registers 2 (0.75 ms). Wider rows: 8 chunks per thread, up to 1024
- * threads (F <= 65536). Expected ptxas -warn-spills lines (sm_89/90a/120):
- * swiglu_q8_kernel<4> spills 4-16 bytes (one word per chunk, stored once and
- * reloaded once: the IEEE division's slow-path call in silu clobbers the
- * registers that would hold it) and __cuda_sm3x_div_rn_noftz_f32_slowpath 20
- * bytes (only taken for special operands); every cap that kept 3 blocks
- * spilled, and the spills cost less than the occupancy gains. */
+ * threads (F <= 65536). With silu's IEEE division (before h3d_silu_fast)
+ * this cap made ptxas spill 16 + 20 bytes around the division's slow-path
+ * call; without it no variant spills (sm_89/90a/120). */
 #define SWQ_SMALL_THREADS 448
 
 __global__ void __launch_bounds__(ROWQ_THREADS)
@@ -105,7 +102,7 @@ __global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS
             h3d_unpack8(h3d_ld16_stream(gr + 8 * c), a);
             h3d_unpack8(h3d_ld16_stream(gr + F + 8 * c), b);
 #pragma unroll
-            for (int j = 0; j < 8; j++) a[j] = h3d_silu(a[j]) * b[j];
+            for (int j = 0; j < 8; j++) a[j] = h3d_silu_fast(a[j]) * b[j];
             pk[i] = h3d_pack8(a);
             if (u) h3d_st16(u + (size_t)s * F + 8 * c, pk[i]);
             h3d_unpack8(pk[i], a); /* quantise the BF16 value the BF16 stage would store */

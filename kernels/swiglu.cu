@@ -2,10 +2,12 @@
  * step 8).
  *
  * g [S][2F] bf16 (rows: gate | up), u [S][F] bf16:
- * u[s][f] = bf16(silu(g[s][f]) * g[s][F + f]), silu(x) = x / (1 + expf(-x))
- * in FP32 with the precise expf (<= 2 ulp; glibc's is correctly rounded in
- * practice) and IEEE division, so a result differs from cpu_ref/swiglu.c only
- * when that last-bit difference crosses a BF16 rounding boundary.
+ * u[s][f] = bf16(silu(g[s][f]) * g[s][F + f]), silu(x) = x / (1 + e^-x) in
+ * FP32 with __expf and __fdividef (h3d_silu_fast, common.cuh: a few ulp from
+ * the CPU's expf and IEEE division), so a result differs from
+ * cpu_ref/swiglu.c only when that difference crosses a BF16 rounding
+ * boundary (rare 1-ulp flips). swiglu_q8 (fp8_rows.cu) uses the same silu, so
+ * its BF16 output equals this kernel's bit for bit.
  * Elementwise, 16-byte chunks in a grid-stride loop; a scalar kernel covers F
  * not a multiple of 8 or unaligned pointers. */
 #include "common.cuh"
@@ -26,7 +28,7 @@ __global__ void __launch_bounds__(256)
         h3d_unpack8(h3d_ld16_stream(gr + 8 * c), a);
         h3d_unpack8(h3d_ld16_stream(gr + F + 8 * c), b);
 #pragma unroll
-        for (int j = 0; j < 8; j++) a[j] = h3d_silu(a[j]) * b[j];
+        for (int j = 0; j < 8; j++) a[j] = h3d_silu_fast(a[j]) * b[j];
         h3d_st16(u + 8 * i, h3d_pack8(a));
     }
 }
@@ -39,7 +41,7 @@ __global__ void __launch_bounds__(256)
         const size_t s = i / F;
         const size_t f = i - s * F;
         const uint16_t *gr = g + s * 2 * F;
-        u[i] = h3d_to_bf16(h3d_silu(h3d_bf16(gr[f])) * h3d_bf16(gr[F + f]));
+        u[i] = h3d_to_bf16(h3d_silu_fast(h3d_bf16(gr[f])) * h3d_bf16(gr[F + f]));
     }
 }
 
