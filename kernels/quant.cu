@@ -56,11 +56,10 @@
 #include "kernels.h"
 
 #define QK_THREADS 256
-/* Q, K or V of one (group, head): 128 x 128 BF16 = 32 KiB of shared memory.
- * 3 CTAs per SM (80 registers, no spills): 24 warps, where the kernel that
- * held all three tensors of a (group, head) in 96 KiB ran 16 (0.922 ->
- * 0.832 ms at S = 30272, H = 56). A cap of 64 registers (4 CTAs) spills 56
- * bytes and measured 0.820 ms: 1.4% was not worth the spills. */
+/* Q, K or V of one (group, head): 128 x 128 BF16 = 32 KiB of shared memory
+ * (under the 48 KiB default: no attribute to set). 3 CTAs per SM at 80
+ * registers, no spills. A cap of 64 registers (4 CTAs) spills 56 bytes and
+ * measured 0.820 against 0.832 ms: 1.4% was not worth the spills. */
 #define QK_TILE_BYTES (128 * 128 * 2)
 #define QK_MIN_BLOCKS 3
 
@@ -189,8 +188,8 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
     if (which < 2) {
         /* ---- Q or K: norm, rope, amax, codes as coalesced 16-byte rows ---- */
         const float amax = h3d_block_max(qk_rows(src, W3, rope, which ? kw : qw, g, n, eps, tile), scratch);
-        const float inv = amax > 0.0f ? 448.0f / amax : 1.0f; /* amax == 0: all codes 0; 1 avoids 448/0 */
-        if (threadIdx.x == 0) (which ? sk : sq)[(size_t)h * G + g] = amax > 0.0f ? amax / 448.0f : 1.0f;
+        const float inv = h3d_row_inv(amax); /* the per-row convention, per (head, group) here */
+        if (threadIdx.x == 0) (which ? sk : sq)[(size_t)h * G + g] = h3d_row_scale(amax);
         uint8_t *dst = (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP) * 128;
 #pragma unroll
         for (int idx = threadIdx.x; idx < 128 * 8; idx += QK_THREADS) {
@@ -198,12 +197,8 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
             float a[8], bb[8];
             h3d_unpack8(tile[r * 16 + 2 * c16], a);
             h3d_unpack8(tile[r * 16 + 2 * c16 + 1], bb);
-            uint4 o;
-            o.x = h3d_e4m3x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
-            o.y = h3d_e4m3x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
-            o.z = h3d_e4m3x4(bb[0] * inv, bb[1] * inv, bb[2] * inv, bb[3] * inv);
-            o.w = h3d_e4m3x4(bb[4] * inv, bb[5] * inv, bb[6] * inv, bb[7] * inv);
-            h3d_st16(dst + r * 128 + 16 * c16, o);
+            const uint2 lo = h3d_e4m3x8(a, inv), hi = h3d_e4m3x8(bb, inv);
+            h3d_st16(dst + r * 128 + 16 * c16, make_uint4(lo.x, lo.y, hi.x, hi.y));
         }
         return;
     }
@@ -234,11 +229,11 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
             tile[i * 16 + c] = xv[k]; /* raw BF16 (the mean comes off below); padding tokens are zero */
         }
         const float amax = h3d_block_max(am, scratch);
-        if (threadIdx.x == 0) sv[(size_t)h * G + g] = amax > 0.0f ? amax / 448.0f : 1.0f;
+        if (threadIdx.x == 0) sv[(size_t)h * G + g] = h3d_row_scale(amax);
         /* ---- vt8: warp = 32 slots (jp) x 64 dims (half); lane: dims 2dp, 2dp+1 ---- */
         const int jp = warp & 3, dp = 32 * (warp >> 2) + lane;
         const uint32_t *V32 = (const uint32_t *)tile; /* [128 keys][64 words] */
-        const float m = amax > 0.0f ? 448.0f / amax : 1.0f;
+        const float m = h3d_row_inv(amax);
         const float mlo = vmu ? vmu[128 * h + 2 * dp] : 0.0f, mhi = vmu ? vmu[128 * h + 2 * dp + 1] : 0.0f;
         uint32_t lo[8], hi[8]; /* codes of rows 2dp and 2dp+1, slots 32jp..32jp+31 */
 #pragma unroll
