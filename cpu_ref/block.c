@@ -145,7 +145,7 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
                              qb + (size_t)r0 * I, kb + (size_t)r0 * I, vb + (size_t)r0 * I);
         else
             cpu_qk_norm_rope_quant_groups(cfg, buf, pos, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], S, r0 / H3_QGROUP,
-                                          (r0 + n + H3_QGROUP - 1) / H3_QGROUP, NULL, q8, k8, vt8, sc, sc + H * G,
+                                          (r0 + n + H3_QGROUP - 1) / H3_QGROUP, NULL, 0, q8, k8, vt8, sc, sc + H * G,
                                           sc + 2 * H * G);
         LAP(H3_STAGE_QK_NORM_ROPE_QUANT);
     }

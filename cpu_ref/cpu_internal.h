@@ -51,15 +51,17 @@ void cpu_qk_norm_rope_row(const h3_config *cfg, const uint16_t *qkv_row, const f
  * [n][H*D] bf16 array (n = valid tokens of the group, <= 128); writes the
  * group's 128 padded tokens: direct layout codes8 [S_pad][D] of head h (vt = 0)
  * or transposed+permuted [D][S_pad] (vt = 1). mu_h [D] (NULL: none): the
- * values quantised are x - mu_h[d] (V smoothing). Returns the scale. */
-float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, const float *mu_h,
+ * values quantised are x - mu_h[d] (V smoothing). rot: each token's vector
+ * goes through cpu_rotate_qk first (Q/K rotation; not with vt or mu_h).
+ * Returns the scale (NaN if out of memory). */
+float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, int rot, const float *mu_h,
                       uint8_t *codes_h);
 
 /* qk_norm_rope + quantisation of groups g0..g1-1. qkv points at token 128*g0
  * ([(min(S,128 g1) - 128 g0)][3*H*D] bf16, the chunk's rows). */
 void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, uint8_t *q8, uint8_t *k8,
-                                   uint8_t *vt8, float *sq, float *sk, float *sv);
+                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8,
+                                   uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv);
 
 /* Key tiles the emulation supports: a divisor of 128 (one scale group per
  * tile), or a multiple of 64 (each 64-key chunk in one group: the wide sm90

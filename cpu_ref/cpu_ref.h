@@ -37,6 +37,13 @@
  *                Exact for softmax (each row of P sums to 1), and it takes
  *                V's mean out of e4m3's range and out of Hopper's truncating
  *                FP8 accumulator (docs/accuracy.md).
+ *   Q/K rotation (optional, rot_qk) every q and k head vector x [128] is
+ *                replaced by bf16(H3_ROT_SCALE * FWHT(sigma . x)) before the
+ *                group's amax and codes (config.h says the order of the
+ *                butterflies and the signs). Orthonormal and the same for q and
+ *                k: QK^T, and so the attention, are unchanged up to that BF16
+ *                rounding, while an outlier channel's energy is spread over all
+ *                128 dims (FA3's incoherent processing; docs/accuracy.md).
  *   attention    (emulated FP8) per key tile of key_tile keys (a divisor of
  *                128, or a multiple of 64: gk is then the group of each key),
  *                base-2 online softmax:
@@ -97,10 +104,15 @@ void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *po
 
 /* q, k, v [S][H*D] bf16 (all rows) -> q8, k8 [H][S_pad][D], vt8 [H][D][S_pad]
  * e4m3 codes, sq, sk, sv [H][G]. groups/ngroups: only these 128-token groups
- * (NULL: all); the others are left untouched. */
+ * (NULL: all); the others are left untouched. vmu: V smoothing's mean (NULL:
+ * none); rot_qk: Q/K rotation. */
 void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int *groups,
-                   int ngroups, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
-                   float *sv);
+                   int ngroups, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq,
+                   float *sk, float *sv);
+
+/* Q/K rotation of one head vector, in place: x [128] holds BF16 values (as
+ * floats) and gets bf16(H3_ROT_SCALE * FWHT(sigma . x)) (config.h). */
+void cpu_rotate_qk(float *x);
 
 /* V smoothing's mean (the contract above): element (s, h, d) of V at
  * v[s * ld + h * stride_h + d] (v of a [S][H*D] array: ld = H*D, stride_h =
@@ -109,10 +121,11 @@ void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uin
 void cpu_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu);
 
 /* The fused stage qk_norm_rope_quant, as the GPU runs it: qkv -> FP8 operands.
- * Full sequence (scales need whole groups). vmu: V smoothing's mean (NULL: none). */
+ * Full sequence (scales need whole groups). vmu: V smoothing's mean (NULL:
+ * none); rot_qk: Q/K rotation. */
 void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                            const uint16_t *kw, int S, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
-                            float *sq, float *sk, float *sv);
+                            const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
+                            uint8_t *vt8, float *sq, float *sk, float *sv);
 
 /* Emulated FP8 attention (the contract above). -> O [nrows][H*D] bf16,
  * lse [H][nrows] f32 (may be NULL). quant = 0 switches the P rounding off

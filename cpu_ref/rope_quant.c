@@ -5,7 +5,9 @@
  * FP32 on t with f[d] = pos[d/16] * omega[d%16] (float product, d < 48, and
  * f[d] = f[d-48] above), cosf/sinf of the FP32 angle, rounded to BF16.
  * Quantisation per (head, 128-token group): s = amax/448 (1 for an all-zero
- * group, whose codes are 0 anyway), code = e4m3_satfinite_rne(x * (448/amax)). */
+ * group, whose codes are 0 anyway), code = e4m3_satfinite_rne(x * (448/amax)).
+ * Q/K rotation (rot_qk, config.h): each q and k token vector goes through
+ * cpu_rotate_qk before the amax and the codes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,21 +70,45 @@ void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *po
     }
 }
 
-/* The value quantised: the BF16 input, less V's mean when smoothing (one
- * FP32 subtraction, as the GPU does it). */
-static inline float qval(const uint16_t *x, size_t at, const float *mu_h, int d)
+void cpu_rotate_qk(float *x)
 {
-    return mu_h ? h3_bf16_to_f32(x[at]) - mu_h[d] : h3_bf16_to_f32(x[at]);
+    static const uint32_t sig[4] = H3_ROT_SIGNS;
+    for (int d = 0; d < 128; d++)
+        if (sig[d >> 5] >> (d & 31) & 1u) x[d] = -x[d];
+    for (int len = 1; len < 128; len *= 2) /* the stage of dim bit log2(len) */
+        for (int i = 0; i < 128; i += 2 * len)
+            for (int j = i; j < i + len; j++) {
+                const float a = x[j], b = x[j + len];
+                x[j] = a + b;
+                x[j + len] = a - b;
+            }
+    for (int d = 0; d < 128; d++) x[d] = h3_round_bf16(x[d] * H3_ROT_SCALE);
 }
 
-float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, const float *mu_h,
+float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, int rot, const float *mu_h,
                       uint8_t *codes_h)
 {
     const int D = 128;
     const size_t ld = (size_t)H * D;
+    /* The values quantised, [128 tokens][D]: the BF16 input, less V's mean
+     * when smoothing (one FP32 subtraction, as the GPU does it), rotated when
+     * rot (q and k); padding tokens 0. */
+    float *t = malloc((size_t)H3_QGROUP * D * sizeof(float));
+    if (!t) { /* library code does not abort: NaN scales fail every check downstream */
+        fprintf(stderr, "cpu_quant_group: out of memory\n");
+        return NAN;
+    }
     float amax = 0.0f;
-    for (int i = 0; i < n; i++)
-        for (int d = 0; d < D; d++) amax = fmaxf(amax, fabsf(qval(x, i * ld + (size_t)h * D + d, mu_h, d)));
+    for (int i = 0; i < H3_QGROUP; i++) {
+        float *ti = t + (size_t)i * D;
+        for (int d = 0; d < D; d++) {
+            const float v = i < n ? h3_bf16_to_f32(x[i * ld + (size_t)h * D + d]) : 0.0f;
+            ti[d] = mu_h && i < n ? v - mu_h[d] : v;
+        }
+        if (rot && i < n) cpu_rotate_qk(ti);
+        if (i < n)
+            for (int d = 0; d < D; d++) amax = fmaxf(amax, fabsf(ti[d]));
+    }
     /* amax == 0: every value is 0, so any finite multiplier gives code 0; use
      * scale 1 instead of 448/0 = inf (0 * inf would be NaN). */
     const float inv = amax > 0.0f ? H3_E4M3_MAX / amax : 1.0f;
@@ -91,23 +117,22 @@ float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, 
     if (!vt) {
         uint8_t *dst = codes_h + (size_t)base * D; /* [128][D] of [S_pad][D] */
         for (int i = 0; i < H3_QGROUP; i++)
-            for (int d = 0; d < D; d++)
-                dst[i * D + d] = i < n ? h3_f32_to_e4m3(qval(x, i * ld + (size_t)h * D + d, mu_h, d) * inv) : 0;
+            for (int d = 0; d < D; d++) dst[i * D + d] = i < n ? h3_f32_to_e4m3(t[(size_t)i * D + d] * inv) : 0;
     } else {
         /* vt[d][p] holds key h3_v_slot_key(p): the 16-key permutation that lets
          * the GPU feed P from the QK^T accumulator straight into the PV MMA. */
         for (int p = 0; p < H3_QGROUP; p++) {
             const int i = h3_v_slot_key(base + p) - base; /* key within the group */
             for (int d = 0; d < D; d++)
-                codes_h[(size_t)d * S_pad + base + p] =
-                    i < n ? h3_f32_to_e4m3(qval(x, i * ld + (size_t)h * D + d, mu_h, d) * inv) : 0;
+                codes_h[(size_t)d * S_pad + base + p] = i < n ? h3_f32_to_e4m3(t[(size_t)i * D + d] * inv) : 0;
         }
     }
+    free(t);
     return scale;
 }
 
 void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int *groups,
-                   int ngroups, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
+                   int ngroups, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
                    float *sv)
 {
     const int D = 128, S_pad = h3_pad_tokens(S), G = h3_groups(S);
@@ -119,15 +144,15 @@ void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uin
             const int g = groups ? groups[gi] : gi;
             const int n = S - g * H3_QGROUP < H3_QGROUP ? S - g * H3_QGROUP : H3_QGROUP;
             const size_t off = (size_t)g * H3_QGROUP * I;
-            sq[h * G + g] = cpu_quant_group(q + off, n, H, h, g, S_pad, 0, NULL, q8 + h * plane);
-            sk[h * G + g] = cpu_quant_group(k + off, n, H, h, g, S_pad, 0, NULL, k8 + h * plane);
-            sv[h * G + g] = cpu_quant_group(v + off, n, H, h, g, S_pad, 1, vmu ? vmu + h * D : NULL, vt8 + h * plane);
+            sq[h * G + g] = cpu_quant_group(q + off, n, H, h, g, S_pad, 0, rot_qk, NULL, q8 + h * plane);
+            sk[h * G + g] = cpu_quant_group(k + off, n, H, h, g, S_pad, 0, rot_qk, NULL, k8 + h * plane);
+            sv[h * G + g] = cpu_quant_group(v + off, n, H, h, g, S_pad, 1, 0, vmu ? vmu + h * D : NULL, vt8 + h * plane);
         }
     }
 }
 
 void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, uint8_t *q8, uint8_t *k8,
+                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
                                    uint8_t *vt8, float *sq, float *sk, float *sv)
 {
     const int H = cfg->heads, D = cfg->head_dim, S_pad = h3_pad_tokens(S), G = h3_groups(S);
@@ -147,9 +172,9 @@ void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, co
                                      tq + i * I, tk + i * I, tv + i * I);
             }
             for (int h = 0; h < H; h++) {
-                sq[h * G + g] = cpu_quant_group(tq, n, H, h, g, S_pad, 0, NULL, q8 + h * plane);
-                sk[h * G + g] = cpu_quant_group(tk, n, H, h, g, S_pad, 0, NULL, k8 + h * plane);
-                sv[h * G + g] = cpu_quant_group(tv, n, H, h, g, S_pad, 1, vmu ? vmu + h * D : NULL, vt8 + h * plane);
+                sq[h * G + g] = cpu_quant_group(tq, n, H, h, g, S_pad, 0, rot_qk, NULL, q8 + h * plane);
+                sk[h * G + g] = cpu_quant_group(tk, n, H, h, g, S_pad, 0, rot_qk, NULL, k8 + h * plane);
+                sv[h * G + g] = cpu_quant_group(tv, n, H, h, g, S_pad, 1, 0, vmu ? vmu + h * D : NULL, vt8 + h * plane);
             }
         }
         free(tq);
@@ -157,10 +182,10 @@ void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, co
 }
 
 void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                            const uint16_t *kw, int S, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
-                            float *sq, float *sk, float *sv)
+                            const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
+                            uint8_t *vt8, float *sq, float *sk, float *sv)
 {
-    cpu_qk_norm_rope_quant_groups(cfg, qkv, pos, qw, kw, S, 0, h3_groups(S), vmu, q8, k8, vt8, sq, sk, sv);
+    cpu_qk_norm_rope_quant_groups(cfg, qkv, pos, qw, kw, S, 0, h3_groups(S), vmu, rot_qk, q8, k8, vt8, sq, sk, sv);
 }
 
 void cpu_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu)

@@ -86,10 +86,11 @@ int h3k_rope_table(const float *pos, int S, const float *omega_host16, float *ro
 /* qkv [S][3*H*128] (grouped per head) -> q8, k8 [H][S_pad][128], vt8
  * [H][128][S_pad] (keys permuted, config.h), sq, sk, sv [H][G]. rope: the
  * table of h3k_rope_table. vmu [H*128] (device, or NULL): V is quantised less
- * this mean (V smoothing). Padding rows/keys are written as 0. */
+ * this mean (V smoothing). rot_qk: q and k rotated before quantisation
+ * (Q/K rotation, config.h). Padding rows/keys are written as 0. */
 int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, const uint16_t *qw, const uint16_t *kw, int S,
-                           int H, float eps, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq,
-                           float *sk, float *sv, h3_stream stream);
+                           int H, float eps, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
+                           float *sq, float *sk, float *sv, h3_stream stream);
 
 /* FP8 flash attention, portable (mma.sync.m16n8k32 e4m3; sm_89, sm_90, sm_120).
  * -> O [S][H*128] bf16, lse [H][S] f32. vmu [H*128] (device, or NULL): the

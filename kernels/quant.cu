@@ -45,6 +45,14 @@
  * warp reads one key row, 32 consecutive words: conflict-free) so every lane
  * writes 32 contiguous bytes of two vt8 rows.
  *
+ * Q/K rotation (rot_qk, config.h; a template flag, so the default kernel's
+ * code is unchanged): after RoPE each q/k token vector, rounded to BF16, is
+ * rotated in registers (rotate_row: signs, the butterflies of dim bits 0-2
+ * within a lane and 3-6 across lanes by shuffle, the scale) and then rounded
+ * to BF16 again; the amax and codes follow as before. Written without a GPU
+ * (2026-12-05): 80 registers, no spills (the next batch is then not
+ * prefetched: with it, 28 bytes spilled); not yet timed.
+ *
  * V smoothing (vmu != NULL, cpu_ref.h): V is quantised as the FP32
  * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
  * code 0); mu comes from h3k_v_mean (below), which sums each column in
@@ -73,6 +81,41 @@ __host__ __device__ constexpr int slot_key(int s)
     return (s & ~15) + (((s & 15) & 3) >> 1) * 8 + ((s & 15) >> 2) * 2 + ((s & 15) & 1);
 }
 
+/* Q/K rotation (config.h, cpu_rotate_qk) of one token's vector, held by the
+ * 16 lanes of a half, lane c with dims 8c..8c+7 in y: y is rounded to BF16
+ * (the contract rotates the BF16 q/k), its signs flipped, the butterflies of
+ * dim bits 0-2 run in registers and those of bits 3-6 across lanes c ^ 1, 2,
+ * 4, 8 (the lower dim of a pair gets a + b, the upper a - b, as the CPU
+ * computes them), and the result is scaled by 128^-1/2; the caller rounds it
+ * to BF16. Every lane of both halves must call it (shuffles). */
+static __device__ __forceinline__ void rotate_row(float (&y)[8], uint32_t sig, int c)
+{
+    float r[8];
+    h3d_unpack8(h3d_pack8(y), r);
+#pragma unroll
+    for (int j = 0; j < 8; j++) r[j] = __int_as_float(__float_as_int(r[j]) ^ (int)((sig >> j & 1u) << 31));
+#pragma unroll
+    for (int len = 1; len < 8; len *= 2)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (!(j & len)) {
+                const float a = r[j], b = r[j + len];
+                r[j] = __fadd_rn(a, b);
+                r[j + len] = __fsub_rn(a, b);
+            }
+#pragma unroll
+    for (int m = 1; m < 16; m *= 2) {
+        const bool upper = c & m;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float p = __shfl_xor_sync(0xffffffffu, r[j], m);
+            r[j] = upper ? __fsub_rn(p, r[j]) : __fadd_rn(r[j], p);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) y[j] = __fmul_rn(r[j], H3_ROT_SCALE);
+}
+
 /* Phase 1 of a Q or K CTA: RMSNorm and RoPE of the group's tokens into the
  * BF16 tile T [128 tokens][16 chunks]; returns the thread's amax (rounded to
  * BF16). Each warp owns 16 tokens, two at a time: lanes 0-15 one token, lanes
@@ -81,6 +124,7 @@ __host__ __device__ constexpr int slot_key(int s)
  * shuffle, both within the half. Padding tokens (>= n) load zeros and run
  * the same path, so the halves never diverge around the shuffles; their
  * table rows are not read and their rows are stored as +0. */
+template <bool kRot>
 static __device__ __forceinline__ float qk_rows(const uint16_t *__restrict__ src, /* qkv + this head's q or k */
                                                 size_t W3, const float *__restrict__ rope, const uint16_t *w, int g,
                                                 int n, float eps, uint4 *T)
@@ -91,23 +135,34 @@ static __device__ __forceinline__ float qk_rows(const uint16_t *__restrict__ src
     const int rc = c < 12 ? c % 6 : 0; /* rotary chunk 0..5: its cos | sin in the table row (h3k_rope_table) */
     float wn[8];
     h3d_unpack8(h3d_ld16(w + 8 * c), wn);
+    uint32_t sig = 0; /* Q/K rotation: the signs of dims 8c..8c+7 (byte c % 4 of word c / 4) */
+    if (kRot) {
+        constexpr uint32_t kSig[4] = H3_ROT_SIGNS;
+#pragma unroll
+        for (int k = 0; k < 4; k++) /* constant indices: kSig[c >> 2] would go to local memory */
+            if (k == c >> 2) sig = kSig[k] >> (8 * (c & 3)) & 0xffu;
+    }
     const uint4 zero = make_uint4(0, 0, 0, 0);
     float am = 0.0f;
     /* Batches of 4 token pairs; the next batch's loads are issued before
      * this one's arithmetic. */
     uint4 nx[4];
-    const auto load_batch = [&](int b) {
+    const auto load_batch = [&](int bt) {
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            const int i = warp * 16 + b * 8 + 2 * t + half;
+            const int i = warp * 16 + bt * 8 + 2 * t + half;
             nx[t] = i < n ? h3d_ld16_stream(src + ((size_t)g * H3_QGROUP + i) * W3 + 8 * c) : zero;
         }
     };
     load_batch(0);
 #pragma unroll 1
     for (int b = 0; b < 2; b++) {
+        /* with the rotation's registers the prefetch would spill (28 bytes
+         * at the 80-register cap): the rotated kernel loads each batch
+         * where it starts */
+        if (kRot && b == 1) load_batch(1);
         const uint4 xb[4] = {nx[0], nx[1], nx[2], nx[3]};
-        if (b == 0) load_batch(1);
+        if (!kRot && b == 0) load_batch(1);
 #pragma unroll
         for (int t = 0; t < 4; t++) {
             const int i = warp * 16 + b * 8 + 2 * t + half;
@@ -151,6 +206,7 @@ static __device__ __forceinline__ float qk_rows(const uint16_t *__restrict__ src
                 const float r = __fmaf_rn(tt[j], cs[j], __fmul_rn(tp[j], c < 6 ? -sn[j] : sn[j]));
                 y[j] = c < 12 ? r : tt[j];
             }
+            if (kRot) rotate_row(y, sig, c);
             /* amax of the unrounded y: BF16 rounding is monotone and odd, so
              * max |bf16(y)| = bf16(max |y|), taken once at the end */
 #pragma unroll
@@ -162,6 +218,7 @@ static __device__ __forceinline__ float qk_rows(const uint16_t *__restrict__ src
     return h3d_round_bf16(am);
 }
 
+template <bool kRot>
 __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
     qk_norm_rope_quant_kernel(const uint16_t *__restrict__ qkv,  // [S][3*H*128] bf16
                               const float *__restrict__ rope,    // [S][H3_ROPE_TAB] f32 (h3k_rope_table)
@@ -187,7 +244,7 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
 
     if (which < 2) {
         /* ---- Q or K: norm, rope, amax, codes as coalesced 16-byte rows ---- */
-        const float amax = h3d_block_max(qk_rows(src, W3, rope, which ? kw : qw, g, n, eps, tile), scratch);
+        const float amax = h3d_block_max(qk_rows<kRot>(src, W3, rope, which ? kw : qw, g, n, eps, tile), scratch);
         const float inv = h3d_row_inv(amax); /* the per-row convention, per (head, group) here */
         if (threadIdx.x == 0) (which ? sk : sq)[(size_t)h * G + g] = h3d_row_scale(amax);
         uint8_t *dst = (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP) * 128;
@@ -260,7 +317,7 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
 }
 
 extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, const uint16_t *qw, const uint16_t *kw,
-                                      int S, int H, float eps, const float *vmu, uint8_t *q8, uint8_t *k8,
+                                      int S, int H, float eps, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
                                       uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream)
 {
     if (S <= 0 || H <= 0) return S == 0 && H > 0 ? 0 : (int)cudaErrorInvalidValue;
@@ -272,8 +329,13 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, co
     /* x = (head, tensor) fastest: the CTAs in flight read whole qkv rows
      * (all heads' q, k, v of a token are adjacent) */
     const dim3 grid((unsigned)(3 * H), (unsigned)h3_groups(S));
-    qk_norm_rope_quant_kernel<<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
-        qkv, rope, qw, kw, S, H, eps, vmu, q8, k8, vt8, sq, sk, sv);
+    /* the rotation is a template flag: the default kernel's code stays as it was */
+    if (rot_qk)
+        qk_norm_rope_quant_kernel<true><<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
+            qkv, rope, qw, kw, S, H, eps, vmu, q8, k8, vt8, sq, sk, sv);
+    else
+        qk_norm_rope_quant_kernel<false><<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
+            qkv, rope, qw, kw, S, H, eps, vmu, q8, k8, vt8, sq, sk, sv);
     return (int)cudaGetLastError();
 }
 

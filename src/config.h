@@ -135,6 +135,21 @@ static inline int h3_groups(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP; }
  * order, then the partials are added in lane order, then divided by S. */
 #define H3_VMEAN_LANES 32
 
+/* Q/K rotation (--rotate-qk; cpu_ref.h): before quantisation every q and k
+ * head vector x [128] (BF16 values) becomes bf16(H3_ROT_SCALE * FWHT(sigma .
+ * x)): sigma_d = -1 where bit d of H3_ROT_SIGNS is set (bit d % 32 of word
+ * d / 32), FWHT the unnormalised Walsh-Hadamard transform in FP32 taken stage
+ * by stage, pairs differing in bit 0 of the dim first, then bit 1, ..., bit 6,
+ * the lower dim of a pair getting a + b and the upper a - b, and H3_ROT_SCALE
+ * = 128^-1/2 rounded to FP32, one multiply. The map is orthonormal and the
+ * same for q and k, so QK^T is unchanged (up to the final BF16 rounding); an
+ * outlier channel is spread over all 128 dims, so its group's amax shrinks
+ * and the other values keep more of e4m3's range (FA3's "incoherent
+ * processing"). The signs are a fixed draw (splitmix64 of 0x726f74, 0x726f75),
+ * so that inputs aligned with a Hadamard row (a constant vector) are unlikely. */
+#define H3_ROT_SIGNS {0x0f8a1a2cu, 0xeb98fb2au, 0x13fe8a15u, 0x99b73af1u}
+#define H3_ROT_SCALE 0.0883883476483184405f
+
 /* V is stored transposed ([H][D][S_pad]) with its keys permuted inside every
  * 16-key group, so that the P tile can go from the QK^T accumulator fragment
  * straight into the A-operand fragment of the PV MMA with no shuffle

@@ -165,6 +165,10 @@ int main(int argc, char **argv)
         snprintf(err, sizeof err, "--smooth-v on: no usable GPU (%s), and the CPU path does not smooth V", why_cpu);
         die_user(err);
     }
+    if (!use_gpu && o.rotate_qk) {
+        snprintf(err, sizeof err, "--rotate-qk on: no usable GPU (%s), and the CPU path does not rotate Q and K", why_cpu);
+        die_user(err);
+    }
     if (!use_gpu && o.fp8_mask && o.exact_cpu) {
         snprintf(err, sizeof err, "--gemm %s and --cpu-exact exclude each other (the FP8 chain uses the emulated FP8 attention)",
                  o.gemm);

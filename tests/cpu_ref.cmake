@@ -8,3 +8,8 @@ if(TARGET fp8_error AND TARGET gen_weights)
            $<TARGET_FILE:gen_weights> ${CMAKE_CURRENT_BINARY_DIR}/fp8_error_work)
   set_tests_properties(test_fp8_error PROPERTIES LABELS cpu)
 endif()
+# tools/attn_error (the FP8 attention contract's error, operand by operand).
+if(TARGET attn_error)
+  add_test(NAME test_attn_error COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_attn_error.sh $<TARGET_FILE:attn_error>)
+  set_tests_properties(test_attn_error PROPERTIES LABELS cpu)
+endif()

@@ -121,6 +121,10 @@ expect2 "--smooth-v bogus" "${base[@]}" --smooth-v bogus
 expect2 "--smooth-v missing" "${base[@]}" --smooth-v
 expect2 "--smooth-v on with --cpu" "${base[@]}" --smooth-v on --cpu
 expect_ok "--smooth-v off on the CPU path" "${base[@]}" --smooth-v off --tokens 32
+expect2 "--rotate-qk bogus" "${base[@]}" --rotate-qk bogus
+expect2 "--rotate-qk missing" "${base[@]}" --rotate-qk
+expect2 "--rotate-qk on with --cpu" "${base[@]}" --rotate-qk on --cpu
+expect_ok "--rotate-qk off on the CPU path" "${base[@]}" --rotate-qk off --tokens 32
 # --smooth-v on with --gpus P is legal (the ranks share V's column sums); a
 # known usage error first, so the classification above is seen to bite.
 n=$((n + 1))

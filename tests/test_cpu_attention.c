@@ -408,7 +408,7 @@ static void test_lossless(void)
             }
             uint8_t *q8 = malloc(n8), *k8 = malloc(n8), *vt8 = malloc(n8);
             float *sc = malloc((size_t)3 * H * G * 4);
-            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
             int scale_ok = 1;
             for (int i = 0; i < 3 * H * G; i++) scale_ok &= sc[i] == 0x1p-6f;
             uint16_t *Oe = malloc(n * 2), *Of = malloc(n * 2);
@@ -451,7 +451,7 @@ static void test_fp8_error(void)
     float *sc = malloc((size_t)3 * H * G * 4);
     for (int stress = 0; stress < 2; stress++) {
         gen_qkv(S, H, stress, q, k, v);
-        cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
+        cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
         cpu_attention_exact(q, k, v, S, H, NULL, S, Oe, NULL);
         for (int kt = 32; kt <= 128; kt *= 4) {
             cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, 1, NULL, S, Of, NULL);
@@ -467,6 +467,19 @@ static void test_fp8_error(void)
                    ok ? "ok" : "FAIL");
             if (!ok) g_fail = 1;
         }
+        /* Q/K rotation: on the stress mix it spreads the outlier channels
+         * and must cut the error (rotated / plain measured 0.61-0.69 with
+         * tools/attn_error's seeds 1-6 at this size, 0.67-0.71 with this
+         * test's seeds 11-18: bound 0.8); on N(0,1) it changes nothing but
+         * the draw of roundings (0.998-1.007: bound 1.05). */
+        const double plain = err_bf16(Of, Oe, n).rel_rms; /* tile 128, the last of the loop */
+        cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, 1, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
+        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 128, 1, NULL, S, Of, NULL);
+        const double rot = err_bf16(Of, Oe, n).rel_rms, rbound = stress ? 0.8 : 1.05;
+        const int rok = isfinite(rot) && rot < rbound * plain;
+        printf("  %-30s S=%d H=%d Q/K rotated: rel RMS %.4f, %.3f of unrotated (< %.2f) %s\n",
+               stress ? "FA3 stress mix" : "N(0,1)", S, H, rot, rot / plain, rbound, rok ? "ok" : "FAIL");
+        if (!rok) g_fail = 1;
     }
     /* row sampling of the emulated path returns the same bits */
     int rows[3] = {S - 1, 0, 500};
@@ -521,7 +534,7 @@ static void test_v_smoothing(void)
     cpu_attention_exact(q, k, v, S, H, NULL, S, Oe, NULL);
     double e[2];
     for (int sm = 0; sm < 2; sm++) {
-        cpu_quant_fp8(S, H, q, k, v, NULL, 0, sm ? mu : NULL, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
+        cpu_quant_fp8(S, H, q, k, v, NULL, 0, sm ? mu : NULL, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
         cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, sm ? mu : NULL, S, H, 128, 1, NULL, S, Of, NULL);
         e[sm] = err_bf16(Of, Oe, n).rel_rms;
         printf("  %-12s S=%d H=%d: rel RMS vs exact %.4e\n", sm ? "smoothed" : "not smoothed", S, H, e[sm]);
@@ -585,7 +598,7 @@ static void run_report(void)
                 ref_row(f.qd, f.kd, f.vd, S, h, i, o, &L, NULL, NULL);
                 for (int d = 0; d < D; d++) ref[(size_t)i * H * D + h * D + d] = o[d];
             }
-        cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
+        cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
         cpu_attention_exact(q, k, v, S, H, NULL, S, Oe, NULL);
         errfig e = err_f64(Oe, ref, n);
         printf("| %s | exact FP32 (BF16 out) | float64 | %.3f%% | %.3e | %.3e |\n", in, 100 * e.rel_rms, e.rmse,

@@ -357,7 +357,7 @@ static void test_quant(void)
             uint8_t *c8[3];
             for (int a = 0; a < 3; a++) c8[a] = malloc(n8), memset(c8[a], 0xAA, n8);
             float *sc = malloc((size_t)3 * H * G * 4);
-            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, c8[0], c8[1], c8[2], sc, sc + H * G, sc + 2 * H * G);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, 0, c8[0], c8[1], c8[2], sc, sc + H * G, sc + 2 * H * G);
             int codes_ok = 1, scales_ok = 1, pad_ok = 1, sat_ok = 1;
             for (int a = 0; a < 3; a++)
                 for (int h = 0; h < H; h++)
@@ -406,7 +406,7 @@ static void test_quant(void)
             float *sc2 = malloc((size_t)3 * H * G * 4);
             for (int i = 0; i < 3 * H * G; i++) sc2[i] = -1;
             int grp = G - 1;
-            cpu_quant_fp8(S, H, t[0], t[1], t[2], &grp, 1, NULL, d8, d8 + n8, d8 + 2 * n8, sc2, sc2 + H * G, sc2 + 2 * H * G);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], &grp, 1, NULL, 0, d8, d8 + n8, d8 + 2 * n8, sc2, sc2 + H * G, sc2 + 2 * H * G);
             int sub_ok = 1;
             for (int h = 0; h < H; h++)
                 for (int g = 0; g < G; g++) {
@@ -419,6 +419,86 @@ static void test_quant(void)
             free(d8); free(sc2);
             for (int a = 0; a < 3; a++) free(t[a]), free(c8[a]);
             free(sc);
+        }
+}
+
+/* ---- Q/K rotation (config.h): the butterflies against the Hadamard matrix
+ * written as H[i][j] = (-1)^popcount(i & j) / sqrt(128) in float64; then
+ * cpu_quant_fp8's rot_qk == quantising the rotated q, k without it. ---- */
+static void test_rotate(void)
+{
+    static const uint32_t sig[4] = H3_ROT_SIGNS;
+    int nneg = 0;
+    for (int d = 0; d < 128; d++) nneg += sig[d >> 5] >> (d & 31) & 1u;
+    expect("rotation signs: both signs present", nneg > 16 && nneg < 112);
+    stats st = {0};
+    double worst_dot = 0.0;
+    for (int trial = 0; trial < 200; trial++) {
+        float x[128], y[128], xk[128], yk[128];
+        double sabs = 0.0;
+        for (int d = 0; d < 128; d++) {
+            double v = nrm();
+            if (trial % 4 == 1 && d == trial % 128) v *= 50.0; /* an outlier channel */
+            if (trial % 4 == 2) v = d == trial % 128 ? 3.0 : 0.0; /* a unit-like vector */
+            x[d] = y[d] = (float)bf(h3_f32_to_bf16((float)v));
+            xk[d] = yk[d] = (float)bf(h3_f32_to_bf16((float)nrm()));
+            sabs += fabs(x[d]);
+        }
+        cpu_rotate_qk(y);
+        cpu_rotate_qk(yk);
+        double dx = 0.0, dy = 0.0, nx = 0.0, nk = 0.0;
+        for (int i = 0; i < 128; i++) {
+            double ref = 0.0;
+            for (int j = 0; j < 128; j++) {
+                const double sgn = (sig[j >> 5] >> (j & 31) & 1u) ? -1.0 : 1.0;
+                ref += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1.0 : 1.0) * sgn * x[j];
+            }
+            ref /= sqrt(128.0);
+            /* one BF16 rounding of the result, 7 FP32 butterfly stages and
+             * the scaling multiply before it */
+            acc(&st, y[i], ref, B * fabs(ref) + 9 * U * sabs);
+            dx += (double)x[i] * xk[i];
+            dy += (double)y[i] * yk[i];
+            nx += (double)x[i] * x[i];
+            nk += (double)xk[i] * xk[i];
+        }
+        /* QK^T is kept up to the BF16 rounding of the 2 x 128 rotated values */
+        const double e = fabs(dy - dx) / sqrt(nx * nk);
+        if (e > worst_dot) worst_dot = e;
+    }
+    report("cpu_rotate_qk vs the Hadamard matrix (float64)", &st);
+    char wd[120];
+    snprintf(wd, sizeof wd, "rotation keeps q.k: worst |dq.k| / (|q||k|) %.2e (<= 2^-7)", worst_dot);
+    expect(wd, worst_dot <= 0x1p-7);
+    for (int H = 1; H <= 3; H += 2)
+        for (int si = 0; si < NSIZES; si++) {
+            const int S = SIZES[si], I = H * 128, S_pad = h3_pad_tokens(S), G = h3_groups(S);
+            const size_t n = (size_t)S * I, n8 = (size_t)H * S_pad * 128;
+            uint16_t *t[3], *r[2];
+            for (int a = 0; a < 3; a++) t[a] = rand_bf16(n, 1, 0);
+            for (int s = 0; s < S; s++) t[0][(size_t)s * I + 7] = h3_f32_to_bf16(40.0f); /* q's outlier channel */
+            for (int a = 0; a < 2; a++) { /* q, k rotated token by token, as BF16 */
+                r[a] = malloc(n * 2);
+                for (size_t row = 0; row < (size_t)S * H; row++) {
+                    float v[128];
+                    for (int d = 0; d < 128; d++) v[d] = (float)bf(t[a][row * 128 + d]);
+                    cpu_rotate_qk(v);
+                    for (int d = 0; d < 128; d++) r[a][row * 128 + d] = h3_f32_to_bf16(v[d]);
+                }
+            }
+            uint8_t *a8 = malloc(3 * n8), *b8 = malloc(3 * n8), *c8 = malloc(3 * n8);
+            float *sa = malloc((size_t)3 * H * G * 4), *sb = malloc((size_t)3 * H * G * 4), *sc = malloc((size_t)3 * H * G * 4);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, 1, a8, a8 + n8, a8 + 2 * n8, sa, sa + H * G, sa + 2 * H * G);
+            cpu_quant_fp8(S, H, r[0], r[1], t[2], NULL, 0, NULL, 0, b8, b8 + n8, b8 + 2 * n8, sb, sb + H * G, sb + 2 * H * G);
+            cpu_quant_fp8(S, H, t[0], t[1], t[2], NULL, 0, NULL, 0, c8, c8 + n8, c8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G);
+            /* the outlier channel: rotation must shrink q's group amax (about 40 -> 40 / sqrt(128) + noise) */
+            int shrunk = 1;
+            for (int h = 0; h < H; h++)
+                for (int g = 0; g < G; g++) shrunk &= h > 0 || sa[g] < 0.5f * sc[g];
+            snprintf(wd, sizeof wd, "quant_fp8 rot_qk == quant of rotated q, k; outlier spread, S=%d H=%d", S, H);
+            expect(wd, !memcmp(a8, b8, 3 * n8) && !memcmp(sa, sb, (size_t)3 * H * G * 4) && shrunk);
+            for (int a = 0; a < 3; a++) free(t[a]);
+            free(r[0]); free(r[1]); free(a8); free(b8); free(c8); free(sa); free(sb); free(sc);
         }
 }
 
@@ -438,11 +518,14 @@ static void test_fused_quant(void)
             uint8_t *a8 = malloc(3 * n8), *b8 = malloc(3 * n8);
             float *sa = malloc((size_t)3 * H * G * 4), *sb = malloc((size_t)3 * H * G * 4);
             cpu_qk_norm_rope(&c, qkv, pos, qw, kw, S, NULL, S, q, k, v);
-            cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, a8, a8 + n8, a8 + 2 * n8, sa, sa + H * G, sa + 2 * H * G);
-            cpu_qk_norm_rope_quant(&c, qkv, pos, qw, kw, S, NULL, b8, b8 + n8, b8 + 2 * n8, sb, sb + H * G, sb + 2 * H * G);
-            char wd[96];
-            snprintf(wd, sizeof wd, "qk_norm_rope_quant == rope + quant, S=%d H=%d", S, H);
-            expect(wd, !memcmp(a8, b8, 3 * n8) && !memcmp(sa, sb, (size_t)3 * H * G * 4));
+            for (int rot = 0; rot < 2; rot++) {
+                cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, rot, a8, a8 + n8, a8 + 2 * n8, sa, sa + H * G, sa + 2 * H * G);
+                cpu_qk_norm_rope_quant(&c, qkv, pos, qw, kw, S, NULL, rot, b8, b8 + n8, b8 + 2 * n8, sb, sb + H * G,
+                                       sb + 2 * H * G);
+                char wd[96];
+                snprintf(wd, sizeof wd, "qk_norm_rope_quant == rope + quant, S=%d H=%d%s", S, H, rot ? " rot_qk" : "");
+                expect(wd, !memcmp(a8, b8, 3 * n8) && !memcmp(sa, sb, (size_t)3 * H * G * 4));
+            }
             free(qkv); free(qw); free(kw); free(pos); free(q); free(k); free(v); free(a8); free(b8); free(sa); free(sb);
         }
 }
@@ -603,7 +686,7 @@ static void test_block(void)
             const size_t n8 = (size_t)H * S_pad * 128;
             uint8_t *q8 = malloc(3 * n8);
             float *sc = malloc((size_t)3 * H * G * 4);
-            cpu_qk_norm_rope_quant(&c, qkv, pos, wt.w[H3_T_QNORM], wt.w[H3_T_KNORM], S, NULL, q8, q8 + n8, q8 + 2 * n8, sc,
+            cpu_qk_norm_rope_quant(&c, qkv, pos, wt.w[H3_T_QNORM], wt.w[H3_T_KNORM], S, NULL, 0, q8, q8 + n8, q8 + 2 * n8, sc,
                                    sc + H * G, sc + 2 * H * G);
             cpu_attention_fp8(q8, q8 + n8, q8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, 1, NULL, S, o, NULL);
             free(q8); free(sc);
@@ -661,6 +744,7 @@ int main(int argc, char **argv)
     test_rope_known();
     test_qkv_layout();
     test_quant();
+    test_rotate();
     test_fused_quant();
     test_residual_swiglu();
     test_fp8_gemm();

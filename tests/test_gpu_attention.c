@@ -197,7 +197,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         CUDA_CHECK(cudaFree(dv));
         free(gmu);
     }
-    cpu_quant_fp8(S, H, q, k, v, NULL, 0, mu, q8, k8, vt8, sq, sk, sv);
+    cpu_quant_fp8(S, H, q, k, v, NULL, 0, mu, 0, q8, k8, vt8, sq, sk, sv);
 
     /* device buffers; O and LSE carry GUARD_ROWS of poison past the end */
     const size_t on = (size_t)(S + GUARD_ROWS) * I, ln = (size_t)H * S + GUARD_ROWS;

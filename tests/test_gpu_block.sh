@@ -4,7 +4,8 @@
 #   tiny config, 300 tokens (ragged tail): --check full, the CPU's own
 #   end-to-end chain over every row vs the GPU output, plus every stage check,
 #   with both attention kernels and both GEMM modes (bf16, fp8), V smoothed
-#   (the default) and, in BF16 mode, not (--smooth-v off); then two
+#   (the default) and, in BF16 mode, not (--smooth-v off), and with Q/K
+#   rotation (--rotate-qk on); then two
 #   mixed modes (--gemm fp8:qkv,out and its complement fp8:fc1,fc2, so every
 #   producer writes each form next to a GEMM of the other precision), each
 #   GEMM and its producer checked the way its own precision is;
@@ -46,6 +47,19 @@ for attn in mma auto; do
     echo "ok   tiny block, --attn $attn --smooth-v off, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
   else
     echo "FAIL tiny block, --attn $attn --smooth-v off, --check full:"; tail -30 "$log"; fail=1
+  fi
+done
+# Q/K rotation (--rotate-qk on): the rotated codes against the CPU's twin
+# (stage qk_norm_rope_quant), the attention on them, and the end-to-end
+# chain (the CPU's chain does not rotate: the FP8 tolerance covers both), with
+# both kernels; the report names it
+for attn in mma auto; do
+  log=$work/tiny_${attn}_rot.log
+  if "$dit" --gpu --attn $attn --rotate-qk on --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
+       --quiet >"$log" 2>&1 && grep -q "Q/K rotated" "$log"; then
+    echo "ok   tiny block, --attn $attn --rotate-qk on, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
+  else
+    echo "FAIL tiny block, --attn $attn --rotate-qk on, --check full:"; tail -30 "$log"; fail=1
   fi
 done
 # precisions_checked LOG LIST: each GEMM in LIST was checked as FP8 (against

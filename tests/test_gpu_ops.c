@@ -330,6 +330,7 @@ typedef struct {
     float *sq, *sk, *sv;
     float *vmu;  /* V smoothing: computed by h3k_v_mean inside the launch (NULL: none) */
     float *rope; /* [S][H3_ROPE_TAB]: computed by h3k_rope_table inside the launch */
+    int rot;     /* Q/K rotation */
 } qk_ctx;
 static int qk_launch(void *p)
 {
@@ -340,8 +341,8 @@ static int qk_launch(void *p)
         rc = h3k_v_mean(c->qkv + H3_QKV_V_OFFSET, 3L * 128 * c->H, H3_QKV_HEAD_STRIDE, c->S, c->H, c->vmu, 0);
         if (rc) return rc;
     }
-    return h3k_qk_norm_rope_quant(c->qkv, c->rope, c->qw, c->kw, c->S, c->H, c->eps, c->vmu, c->q8, c->k8, c->vt8,
-                                  c->sq, c->sk, c->sv, 0);
+    return h3k_qk_norm_rope_quant(c->qkv, c->rope, c->qw, c->kw, c->S, c->H, c->eps, c->vmu, c->rot, c->q8, c->k8,
+                                  c->vt8, c->sq, c->sk, c->sv, 0);
 }
 
 /* The RoPE table against cos and sin in double of the same FP32 angle
@@ -454,8 +455,11 @@ static void test_v_mean_parts(const uint16_t *dqkv, int W3, int S, int H, const 
 
 /* smooth: V gets per-(head, dim) offsets up to +-4 (as a GEMM output's
  * channel means) and is quantised less its mean, which h3k_v_mean must
- * reproduce bit for bit (fixed summation order). */
-static void test_qk(int S, int H, int smooth)
+ * reproduce bit for bit (fixed summation order). rot: Q/K rotation, against
+ * the CPU's (whose transform test_cpu_stages checks against a Hadamard
+ * matrix); q/k then get an outlier channel, so that the rotation changes the
+ * group scales. */
+static void test_qk(int S, int H, int smooth, int rot)
 {
     h3_config cfg = h3_config_tiny();
     cfg.heads = H;
@@ -481,6 +485,13 @@ static void test_qk(int S, int H, int smooth)
             memset(&qkv[(size_t)i * W3 + 384 * 2], 0, 256);       /* q of head 2, group 0 */
         }
     }
+    if (rot) /* dim 5 of q and dim 77 of k 8x larger on every token */
+        for (int i = 0; i < S; i++)
+            for (int h = 0; h < H; h++) {
+                uint16_t *e = &qkv[(size_t)i * W3 + 384 * h];
+                e[5] = h3_f32_to_bf16(8.0f * h3_bf16_to_f32(e[5]));
+                e[128 + 77] = h3_f32_to_bf16(8.0f * h3_bf16_to_f32(e[128 + 77]));
+            }
     if (smooth)
         for (int i = 0; i < S; i++)
             for (int h = 0; h < H; h++)
@@ -507,18 +518,19 @@ static void test_qk(int S, int H, int smooth)
     float *rsq = xmalloc(ns * 4), *rsk = xmalloc(ns * 4), *rsv = xmalloc(ns * 4);
     /* fill the CPU outputs with a pattern first: every element must be written by the CPU too */
     memset(rq, 0x7f, n8), memset(rk, 0x7f, n8), memset(rv, 0x7f, n8);
-    cpu_qk_norm_rope_quant(&cfg, qkv, pos, qw, kw, S, rmu, rq, rk, rv, rsq, rsk, rsv);
+    cpu_qk_norm_rope_quant(&cfg, qkv, pos, qw, kw, S, rmu, rot, rq, rk, rv, rsq, rsk, rsv);
     const size_t nrope = (size_t)S * H3_ROPE_TAB;
     qk_ctx c = {upload(qkv, nq * 2), upload(qw, 256), upload(kw, 256), upload(pos, (size_t)S * 12), omega, S, H,
                 cfg.eps, dalloc(n8), dalloc(n8), dalloc(n8), dalloc(ns * 4), dalloc(ns * 4), dalloc(ns * 4),
-                smooth ? dalloc((size_t)H * 128 * 4) : NULL, dalloc(nrope * 4)};
+                smooth ? dalloc((size_t)H * 128 * 4) : NULL, dalloc(nrope * 4), rot};
     uint8_t *gq = xmalloc(n8), *gk = xmalloc(n8), *gv = xmalloc(n8);
     float *gsq = xmalloc(ns * 4), *gsk = xmalloc(ns * 4), *gsv = xmalloc(ns * 4), *gmu = xmalloc((size_t)H * 128 * 4);
     float *grope = xmalloc(nrope * 4);
     outbuf o[8] = {{c.q8, n8, gq},       {c.k8, n8, gk},       {c.vt8, n8, gv},          {c.sq, ns * 4, gsq},
                    {c.sk, ns * 4, gsk}, {c.sv, ns * 4, gsv}, {c.rope, nrope * 4, grope}, {c.vmu, (size_t)H * 128 * 4, gmu}};
     char what[160];
-    snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s", S, H, smooth ? " V smoothed" : "");
+    snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s%s", S, H, smooth ? " V smoothed" : "",
+             rot ? " Q/K rotated" : "");
     if (run_twice(what, qk_launch, &c, o, smooth ? 8 : 7, 1) >= 0) {
         check_rope_table(S, pos, omega, grope);
         if (smooth) {
@@ -526,17 +538,17 @@ static void test_qk(int S, int H, int smooth)
             cmp_scales(what, gmu, rmu, (size_t)H * 128, 1);
             test_v_mean_parts(c.qkv, W3, S, H, rmu);
         }
-        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d q8", S, H);
+        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s q8", S, H, rot ? " rot" : "");
         cmp_codes(what, gq, rq, n8, 0);
-        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d k8", S, H);
+        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s k8", S, H, rot ? " rot" : "");
         cmp_codes(what, gk, rk, n8, 0);
-        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d vt8 (transposed, permuted)", S, H);
+        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s vt8 (transposed, permuted)", S, H, rot ? " rot" : "");
         cmp_codes(what, gv, rv, n8, 1);
-        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d sq", S, H);
+        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s sq", S, H, rot ? " rot" : "");
         cmp_scales(what, gsq, rsq, ns, 0);
-        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d sk", S, H);
+        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s sk", S, H, rot ? " rot" : "");
         cmp_scales(what, gsk, rsk, ns, 0);
-        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d sv", S, H);
+        snprintf(what, sizeof what, "qk_norm_rope_quant S=%d H=%d%s sv", S, H, rot ? " rot" : "");
         cmp_scales(what, gsv, rsv, ns, 1);
     }
     cudaFree((void *)c.qkv), cudaFree((void *)c.qw), cudaFree((void *)c.kw), cudaFree((void *)c.pos);
@@ -892,8 +904,9 @@ int main(int argc, char **argv)
     for (int hi = 0; hi < 3; hi++)
         for (int i = 0; i < NS; i++) {
             if (g_quick && HL[hi] == 56 && S_LIST[i] > 1000) continue;
-            test_qk(S_LIST[i], HL[hi], 0);
-            test_qk(S_LIST[i], HL[hi], 1);
+            test_qk(S_LIST[i], HL[hi], 0, 0);
+            test_qk(S_LIST[i], HL[hi], 1, 0);
+            test_qk(S_LIST[i], HL[hi], 0, 1);
         }
 
     char err[256];

@@ -259,8 +259,9 @@ void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const ui
     rows_vs_cpu(r, k, stage, "vs cpu", stage, ref, y_gpu, N);
 }
 
-void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, const uint8_t *q8,
-                       const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv)
+void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, int rot_qk,
+                       const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                       const float *sv)
 {
     const int H = k->cfg->heads, Sp = h3_pad_tokens(k->S), G = h3_groups(k->S);
     const size_t nq = (size_t)H * Sp * 128, ns = (size_t)H * G;
@@ -274,7 +275,7 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
         set_tol(c, "quant_exact");
         compare_scales(c, vmu, rmu, (long)H * 128, 0, "means");
     }
-    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rmu, rq, rk,
+    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rmu, rot_qk, rq, rk,
                            rv, rs, rs + ns, rs + 2 * ns);
     const char *what[3] = {"q8 codes vs cpu", "k8 codes vs cpu", "vt8 codes vs cpu"};
     const uint8_t *got[3] = {q8, k8, vt8}, *ref[3] = {rq, rk, rv};

@@ -61,9 +61,11 @@ void h3_check_rmsnorm_mod(report *r, const h3_check_ctx *k, const char *stage, c
                           const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *out_gpu);
 void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *W, int N,
                    int K, const uint16_t *y_gpu);
-/* vmu: the GPU's V smoothing mean [H*128] (NULL: V not smoothed) */
-void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, const uint8_t *q8,
-                       const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk, const float *sv);
+/* vmu: the GPU's V smoothing mean [H*128] (NULL: V not smoothed); rot_qk: the
+ * GPU rotated q and k (Q/K rotation) */
+void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, int rot_qk,
+                       const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                       const float *sv);
 void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const float *vmu,
                         const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
                         const float *sv, const uint16_t *O_gpu, const float *lse_gpu);

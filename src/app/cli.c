@@ -37,6 +37,10 @@ static const char *usage_text =
     "                     before FP8 quantisation and added back to the attention output (exact\n"
     "                     for softmax; lets the Hopper kernel keep O in the tensor cores); with\n"
     "                     --gpus P the ranks share their column sums for the mean over all tokens\n"
+    "  --rotate-qk on|off Q/K rotation (default off, GPU only): q and k multiplied by one fixed\n"
+    "                     orthonormal matrix (random signs, then a 128-point Hadamard transform)\n"
+    "                     before FP8 quantisation; QK^T is unchanged, an outlier channel is spread\n"
+    "                     over all 128 dims (docs/accuracy.md)\n"
     "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
     "                     output channel) and activations (one per token), cuBLASLt FP8 (on the CPU\n"
     "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
@@ -172,6 +176,11 @@ void parse_cli(int argc, char **argv, cli_options *o)
             if (!strcmp(v, "on")) o->smooth_v = 1;
             else if (!strcmp(v, "off")) o->smooth_v = 0;
             else usage_error("--smooth-v: '%s' is not one of on, off%s", v, "");
+        } else if (!strcmp(a, "--rotate-qk")) {
+            TAKE();
+            if (!strcmp(v, "on")) o->rotate_qk = 1;
+            else if (!strcmp(v, "off")) o->rotate_qk = 0;
+            else usage_error("--rotate-qk: '%s' is not one of on, off%s", v, "");
         } else if (!strcmp(a, "--gemm")) {
             TAKE();
             o->fp8_mask = parse_gemm(v);
@@ -199,6 +208,9 @@ void parse_cli(int argc, char **argv, cli_options *o)
     if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2%s%s", "", "");
     if (o->smooth_v == 1 && o->path == PATH_CPU)
         usage_error("--smooth-v on: the CPU path does not smooth V (its chain quantises V chunk by chunk)%s%s", "", "");
+    if (o->rotate_qk && o->path == PATH_CPU)
+        usage_error("--rotate-qk on: the CPU path does not rotate Q and K (the GPU runners do; the checker has the CPU's "
+                    "twin)%s%s", "", "");
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
         if (check_given && o->check != CHECK_NONE)

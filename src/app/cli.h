@@ -31,6 +31,7 @@ typedef struct {
     int sp_one_device;    /* --sp-one-device: the P ranks on GPU 0, one after another (tests the sharding) */
     int smooth_v;         /* --smooth-v on|off: 1, 0, or -1 unset (on for the GPU runners, one GPU
                              or --gpus P; off for the CPU path) */
+    int rotate_qk;        /* --rotate-qk on|off: 1, 0 (default off; GPU only) */
 } cli_options;
 
 /* Parses argv into o; prints usage and exits 0 on --help, prints one line and

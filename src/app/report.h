@@ -34,7 +34,7 @@ typedef struct {
 typedef struct {
     char path[8];         /* "gpu" or "cpu" */
     char device[128];
-    char attn_kernel[96];
+    char attn_kernel[128];
     char gemm[128];       /* the GEMM precision; with --gemm fp8:LIST, which GEMMs are FP8 and which BF16 */
     int tokens, heads, hidden, repeat;
     report_row rows[REPORT_MAX_ROWS];

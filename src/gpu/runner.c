@@ -247,7 +247,7 @@ void h3r_run_op(block_run *br, int op)
         const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (vmu && !br->vmu_given)
             LAUNCH(h3k_v_mean(d->qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, S, H, d->vmu, br->st));
-        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu, d->q8,
+        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu, br->rotate_qk, d->q8,
                                       d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;
     }
@@ -446,7 +446,7 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
             *vt8 = host_copy(d->vt8, (size_t)H * Sp * 128);
     float *sq = host_copy(d->sq, H * G * 4), *sk = host_copy(d->sk, H * G * 4), *sv = host_copy(d->sv, H * G * 4);
     float *vmu = br->smooth_v ? host_copy(d->vmu, (size_t)H * 128 * 4) : NULL;
-    h3_check_qk_quant(r, &k, qkv, vmu, q8, k8, vt8, sq, sk, sv);
+    h3_check_qk_quant(r, &k, qkv, vmu, br->rotate_qk, q8, k8, vt8, sq, sk, sv);
     uint16_t *O = host_copy(d->O, (size_t)S * I * 2);
     float *lse = host_copy(d->lse, (size_t)H * S * 4);
     h3_check_attention(r, &k, key_tile, qkv, vmu, q8, k8, vt8, sq, sk, sv, O, lse);
@@ -561,6 +561,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     }
     br.use_sm90 = o->attn == ATTN_SM90 || (o->attn == ATTN_AUTO && sm90_ok);
     br.smooth_v = o->smooth_v != 0; /* on unless --smooth-v off */
+    br.rotate_qk = o->rotate_qk == 1;
     int key_tile = br.use_sm90 ? h3k_attn_fp8_sm90_key_tile() : h3k_attn_fp8_mma_key_tile();
     cpu_rope_omega(c, br.omega);
 
@@ -571,9 +572,9 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         const char *vn = h3k_attn_fp8_sm90_variant_name(br.smooth_v);
         snprintf(variant, sizeof variant, " %.*s", (int)strcspn(vn, " "), vn);
     }
-    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s",
+    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s%s",
              br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", variant, key_tile,
-             br.smooth_v ? ", V smoothed" : "");
+             br.smooth_v ? ", V smoothed" : "", br.rotate_qk ? ", Q/K rotated" : "");
     h3r_gemm_desc(br.fp8_mask, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;

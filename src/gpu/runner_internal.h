@@ -76,6 +76,7 @@ typedef struct {
     const h3_config *cfg;
     int S, use_sm90;
     int smooth_v; /* V smoothing: vmu computed and used by quant and attention */
+    int rotate_qk; /* Q/K rotation before quantisation (--rotate-qk) */
     int vmu_given; /* --gpus P: vmu is the mean over every rank's tokens, set before OP_QUANT (sp.c) */
     int fp8_mask; /* bit G_x: that GEMM runs in FP8 and its producer writes e4m3 rows (0: all BF16) */
     float omega[16]; /* the RoPE frequencies, for OP_ROPE */

@@ -399,6 +399,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         br->fp8_mask = fp8_mask;
         br->use_sm90 = use_sm90;
         br->smooth_v = x->smooth_v;
+        br->rotate_qk = o->rotate_qk == 1; /* each rank rotates its own tokens' q and k: the map is per token */
         br->vmu_given = 1; /* vmean_all sets vmu before OP_QUANT */
         cpu_rope_omega(c, br->omega);
         if (x->one_device && rr > 0) {
@@ -484,9 +485,9 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
 
     snprintf(r->path, sizeof r->path, "gpu");
     snprintf(r->device, sizeof r->device, "%d x %.90s%s", P, gi->name, x->one_device ? " (on GPU 0)" : "");
-    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank%s",
+    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank%s%s",
              use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", x->Hl,
-             x->smooth_v ? ", V smoothed (mean over all ranks' tokens)" : "");
+             x->smooth_v ? ", V smoothed (mean over all ranks' tokens)" : "", o->rotate_qk == 1 ? ", Q/K rotated" : "");
     h3r_gemm_desc(fp8_mask, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;

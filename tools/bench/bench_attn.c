@@ -23,7 +23,8 @@
  * the epilogue; the mean passed is 0, exact for this unsmoothed N(0,1) V).
  * With H3_SM90_VARIANT=N only the row of vN's mode is timed.
  * --quant also
- * times h3k_qk_norm_rope_quant (the fused stage that feeds attention).
+ * times h3k_qk_norm_rope_quant (the fused stage that feeds attention), as
+ * the block runs it and with Q/K rotation (row qk_norm_rope_quant+rot).
  *
  * Accuracy (--accuracy): at S = 8192, H = 8, on N(0,1) inputs and on FA3's
  * stress mix N(0,1) + N(0,100) Bernoulli(0.001), each kernel's BF16 O against
@@ -31,6 +32,10 @@
  * includes FP8 quantisation, the online softmax and the BF16 store): relative
  * RMS ||O - ref|| / ||ref||, RMSE and max abs. The BF16 rounding of the
  * reference itself is printed as the floor no BF16-output kernel can beat.
+ * Each kernel runs twice per input: on the contract's operands, and (dist
+ * "normal+rot", "stress+rot") with q and k rotated before quantisation
+ * (--rotate-qk's Q/K rotation; this file's own rotation, checked against
+ * cpu_quant_fp8's in the self-check), against the same reference.
  *
  * A sequence length whose buffers do not fit is reported as "oom" and skipped.
  * The JSON file is rewritten after every sequence length, so a crash keeps
@@ -90,7 +95,7 @@ typedef struct {
 
 static row_t g_rows[MAX_ROWS];
 static int g_nrows;
-static acc_t g_acc[16];
+static acc_t g_acc[24]; /* 3 kernels x 2 inputs x (plain, Q/K rotated) */
 static int g_nacc;
 static char g_device[320];
 static char g_selfcheck[16] = "skipped";
@@ -187,23 +192,43 @@ static row_t *new_row(const char *kernel, int S, int H)
     return r;
 }
 
-/* Allocates and fills one operand set from fresh BF16 q, k, v (seed). */
-static int make_set(opset *o, int S, int H, uint16_t *q, uint16_t *k, uint16_t *v, float *inv, uint64_t seed,
-                    int stress)
+/* The device buffers of one operand set; -1 if any allocation failed. */
+static int alloc_set(opset *o, int S, int H)
 {
-    const int S_pad = h3_pad_tokens(S), G = h3_groups(S);
-    const size_t nop = (size_t)H * S_pad * D, nsc = (size_t)H * G, nx = (size_t)S * H * D;
+    const size_t nop = (size_t)H * h3_pad_tokens(S) * D, nsc = (size_t)H * h3_groups(S);
     o->q8 = dalloc(nop);
     o->k8 = dalloc(nop);
     o->vt8 = dalloc(nop);
     o->sq = dalloc(nsc * 4);
     o->sk = dalloc(nsc * 4);
     o->sv = dalloc(nsc * 4);
-    if (!o->q8 || !o->k8 || !o->vt8 || !o->sq || !o->sk || !o->sv) return -1;
+    return o->q8 && o->k8 && o->vt8 && o->sq && o->sk && o->sv ? 0 : -1;
+}
+
+/* Allocates and fills one operand set from fresh BF16 q, k, v (seed). */
+static int make_set(opset *o, int S, int H, uint16_t *q, uint16_t *k, uint16_t *v, float *inv, uint64_t seed,
+                    int stress)
+{
+    const size_t nx = (size_t)S * H * D;
+    if (alloc_set(o, S, H)) return -1;
     CK((cudaError_t)bench_fill_bf16(q, nx, seed * 3 + 0, stress, 0));
     CK((cudaError_t)bench_fill_bf16(k, nx, seed * 3 + 1, stress, 0));
     CK((cudaError_t)bench_fill_bf16(v, nx, seed * 3 + 2, stress, 0));
     CK((cudaError_t)bench_quant_fp8(q, k, v, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
+    return 0;
+}
+
+/* Another operand set from the same q, k, v with Q/K rotation (config.h):
+ * q and k rotated by bench_rotate_rows, then the same quantiser. */
+static int make_rotated_set(opset *o, int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, float *inv)
+{
+    const size_t nx = (size_t)S * H * D;
+    static const uint32_t signs[4] = H3_ROT_SIGNS;
+    uint16_t *qr = dalloc(nx * 2), *kr = dalloc(nx * 2);
+    if (!qr || !kr || alloc_set(o, S, H)) return -1;
+    CK((cudaError_t)bench_rotate_rows(q, (long)S * H, signs, H3_ROT_SCALE, qr, 0));
+    CK((cudaError_t)bench_rotate_rows(k, (long)S * H, signs, H3_ROT_SCALE, kr, 0));
+    CK((cudaError_t)bench_quant_fp8(qr, kr, v, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
     return 0;
 }
 
@@ -289,15 +314,15 @@ typedef struct {
     const float *rope;   /* [S][H3_ROPE_TAB] (h3k_rope_table, once per sequence: not timed) */
     const uint16_t *qw, *kw;
     const opset *sets;
-    int S, H;
+    int S, H, rot;
 } quant_ctx;
 
 static int launch_quant(void *vctx, int set)
 {
     quant_ctx *c = vctx;
     const opset *o = &c->sets[set];
-    return h3k_qk_norm_rope_quant(c->qkv, c->rope, c->qw, c->kw, c->S, c->H, 1e-5f, NULL, o->q8, o->k8, o->vt8, o->sq,
-                                  o->sk, o->sv, 0);
+    return h3k_qk_norm_rope_quant(c->qkv, c->rope, c->qw, c->kw, c->S, c->H, 1e-5f, NULL, c->rot, o->q8, o->k8, o->vt8,
+                                  o->sq, o->sk, o->sv, 0);
 }
 
 /* Set when a kernel left the context unusable (illegal address, launch failure):
@@ -359,8 +384,9 @@ static void bench_one_S(int S, int H, const kernel_t *ks, int nk, int warmup, in
         snprintf(r->status, sizeof r->status, "ok");
     }
 
-    if (do_quant && !g_sticky) {
-        row_t *r = new_row("qk_norm_rope_quant", S, H);
+    /* the stage as the block runs it, then with Q/K rotation (--rotate-qk) */
+    for (int rot = 0; rot < 2 && do_quant && !g_sticky; rot++) {
+        row_t *r = new_row(rot ? "qk_norm_rope_quant+rot" : "qk_norm_rope_quant", S, H);
         if (!r) return;
         r->sets = nsets;
         const size_t nqkv = (size_t)S * 3 * H * D;
@@ -385,7 +411,7 @@ static void bench_one_S(int S, int H, const kernel_t *ks, int nk, int warmup, in
             free(hpos);
             CK((cudaError_t)bench_fill_bf16(qkv, nqkv, seed + 7, 0, 0));
             CK((cudaError_t)h3k_rope_table(pos, S, omega, rope, 0));
-            quant_ctx c = {qkv, rope, w, w + D, sets, S, H};
+            quant_ctx c = {qkv, rope, w, w + D, sets, S, H, rot};
             int rc = time_launches(launch_quant, &c, nsets, warmup, reps, &r->ms, &r->min_ms);
             if (rc) {
                 status_from_rc(r->status, sizeof r->status, rc);
@@ -407,12 +433,13 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
     uint16_t *q = dalloc(nx * 2), *k = dalloc(nx * 2), *v = dalloc(nx * 2), *O = dalloc(nx * 2);
     float *inv = dalloc((size_t)3 * H * G * 4), *lse = dalloc((size_t)H * S * 4);
     double *ref = dalloc(nx * 8); /* [S][H*128] f64 */
-    opset set;
+    opset set, rset;
     double *href = malloc(nx * 8);
     uint16_t *hO = malloc(nx * 2);
     int fail = !q || !k || !v || !O || !inv || !lse || !ref || !href || !hO;
     for (int di = 0; di < 2 && !g_sticky; di++) {
         if (!fail) fail = make_set(&set, S, H, q, k, v, inv, seed + 77 + di, di);
+        if (!fail) fail = make_rotated_set(&rset, S, H, q, k, v, inv);
         int rc = fail ? 0 : bench_ref_attn_f64(q, k, v, S, H, ref, 0);
         if (!fail && !rc) rc = (int)cudaDeviceSynchronize();
         if (!fail && !rc) CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
@@ -424,12 +451,16 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
                 floor_num += e * e;
                 den += href[i] * href[i];
             }
-        for (int i = 0; i < nk && !g_sticky; i++) {
-            if (!ks[i].enabled || g_nacc == 16) continue;
+        /* each kernel on the contract's operands, then on the Q/K-rotated ones
+         * (dist "+rot"; the reference is the same: rotation keeps QK^T) */
+        for (int ii = 0; ii < 2 * nk && !g_sticky; ii++) {
+            const int i = ii % nk, rot = ii / nk;
+            const opset *op = rot ? &rset : &set;
+            if (!ks[i].enabled || g_nacc == (int)(sizeof g_acc / sizeof g_acc[0])) continue;
             acc_t *a = &g_acc[g_nacc++];
             memset(a, 0, sizeof *a);
             snprintf(a->kernel, sizeof a->kernel, "%s", ks[i].name);
-            snprintf(a->dist, sizeof a->dist, "%s", dists[di]);
+            snprintf(a->dist, sizeof a->dist, "%s%s", dists[di], rot ? "+rot" : "");
             a->S = S;
             a->H = H;
             if (fail) {
@@ -441,7 +472,7 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
                 continue;
             }
             CK(cudaMemset(O, 0xff, nx * 2));
-            int krc = ks[i].fn(set.q8, set.k8, set.vt8, set.sq, set.sk, set.sv, ks[i].smooth ? g_zero_mu : NULL, S,
+            int krc = ks[i].fn(op->q8, op->k8, op->vt8, op->sq, op->sk, op->sv, ks[i].smooth ? g_zero_mu : NULL, S,
                                H, O, lse, 0);
             if (!krc) krc = (int)cudaDeviceSynchronize();
             if (krc) {
@@ -480,6 +511,18 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
     free(hO);
 }
 
+/* An operand set to the host: g8 = q8 | k8 | vt8, gs = sq | sk | sv. */
+static void download_set(const opset *o, int S, int H, uint8_t *g8, float *gs)
+{
+    const size_t nop = (size_t)H * h3_pad_tokens(S) * D, nsc = (size_t)H * h3_groups(S);
+    CK(cudaMemcpy(g8, o->q8, nop, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g8 + nop, o->k8, nop, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g8 + 2 * nop, o->vt8, nop, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs, o->sq, nsc * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs + nsc, o->sk, nsc * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gs + 2 * nsc, o->sv, nsc * 4, cudaMemcpyDeviceToHost));
+}
+
 /* Checks this file's own yardsticks before anything is measured: the GPU
  * quantiser must give exactly cpu_quant_fp8's bytes and scales, and the FP64
  * reference must agree with cpu_attention_exact (FP32, then BF16-rounded) to
@@ -505,18 +548,22 @@ static int selfcheck(uint64_t seed)
     CK(cudaMemcpy(hq, q, nx * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hk, k, nx * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hv, v, nx * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(g8, o.q8, nop, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(g8 + nop, o.k8, nop, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(g8 + 2 * nop, o.vt8, nop, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(gs, o.sq, H * G * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(gs + H * G, o.sk, H * G * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(gs + 2 * H * G, o.sv, H * G * 4, cudaMemcpyDeviceToHost));
+    download_set(&o, S, H, g8, gs);
     CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
     memset(c8, 0x55, 3 * nop);
-    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
+    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, 0, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
     long dbytes = 0, dscales = 0;
     for (size_t i = 0; i < 3 * nop; i++) dbytes += g8[i] != c8[i];
     for (int i = 0; i < 3 * H * G; i++) dscales += gs[i] != cs[i];
+    /* the same with Q/K rotation: bench_rotate_rows + the quantiser vs cpu_quant_fp8's rot_qk */
+    opset ro;
+    CHECKQ(make_rotated_set(&ro, S, H, q, k, v, inv) == 0);
+    download_set(&ro, S, H, g8, gs);
+    memset(c8, 0x55, 3 * nop);
+    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, 1, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
+    long rbytes = 0, rscales = 0;
+    for (size_t i = 0; i < 3 * nop; i++) rbytes += g8[i] != c8[i];
+    for (int i = 0; i < 3 * H * G; i++) rscales += gs[i] != cs[i];
     cpu_attention_exact(hq, hk, hv, S, H, NULL, S, hO, NULL);
     double num = 0, den = 0;
     for (size_t i = 0; i < nx; i++) {
@@ -525,10 +572,10 @@ static int selfcheck(uint64_t seed)
         den += href[i] * href[i];
     }
     double rel = sqrt(num / den);
-    int ok = dbytes == 0 && dscales == 0 && rel < 4e-3 && isfinite(rel);
-    printf("selfcheck (S = %d, H = %d, stress inputs): quantiser vs cpu_quant_fp8: %ld bytes, %ld scales differ; "
-           "FP64 reference vs cpu_attention_exact: rel RMS %.2e -> %s\n",
-           S, H, dbytes, dscales, rel, ok ? "ok" : "FAILED");
+    int ok = dbytes == 0 && dscales == 0 && rbytes == 0 && rscales == 0 && rel < 4e-3 && isfinite(rel);
+    printf("selfcheck (S = %d, H = %d, stress inputs): quantiser vs cpu_quant_fp8: %ld bytes, %ld scales differ "
+           "(Q/K rotated: %ld, %ld); FP64 reference vs cpu_attention_exact: rel RMS %.2e -> %s\n",
+           S, H, dbytes, dscales, rbytes, rscales, rel, ok ? "ok" : "FAILED");
     free(hq), free(hk), free(hv), free(hO), free(g8), free(c8), free(gs), free(cs), free(href);
     dfree_all();
     return ok ? 0 : -1;

@@ -128,6 +128,41 @@ extern "C" int bench_quant_fp8(const uint16_t *q, const uint16_t *k, const uint1
     return (int)cudaGetLastError();
 }
 
+/* One thread per row, the row in registers/local memory: plain and slow, and
+ * enough for the accuracy sets (S = 8192, H = 8: 65536 rows). */
+struct rot_signs {
+    uint32_t w[4];
+};
+__global__ void rotate_kernel(const __nv_bfloat16 *x, long rows, rot_signs sg, float scale, __nv_bfloat16 *y)
+{
+    const long r = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float t[D];
+    for (int d = 0; d < D; d++) {
+        const float v = __bfloat162float(x[r * D + d]);
+        t[d] = (sg.w[d >> 5] >> (d & 31) & 1u) ? -v : v;
+    }
+    for (int len = 1; len < D; len *= 2)
+        for (int i = 0; i < D; i += 2 * len)
+            for (int j = i; j < i + len; j++) {
+                const float a = t[j], b = t[j + len];
+                t[j] = __fadd_rn(a, b);
+                t[j + len] = __fsub_rn(a, b);
+            }
+    for (int d = 0; d < D; d++) y[r * D + d] = __float2bfloat16_rn(__fmul_rn(t[d], scale));
+}
+
+extern "C" int bench_rotate_rows(const uint16_t *x, long rows, const uint32_t signs[4], float scale, uint16_t *y,
+                                 cudaStream_t st)
+{
+    if (rows <= 0) return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
+    rot_signs sg;
+    for (int i = 0; i < 4; i++) sg.w[i] = signs[i];
+    rotate_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, st>>>((const __nv_bfloat16 *)x, rows, sg, scale,
+                                                                  (__nv_bfloat16 *)y);
+    return (int)cudaGetLastError();
+}
+
 /* FP64 reference: one block of 128 threads per (query row i, head h). Scores
  * in FP64 shared memory (S doubles), exact max-subtracted softmax, then thread
  * d accumulates sum_j p_j v_j[d]. BF16 inputs are exact in FP64, so the only

@@ -16,6 +16,12 @@ extern "C" {
 int bench_fill_bf16(uint16_t *x, size_t n, uint64_t seed, int stress, cudaStream_t st);
 int bench_quant_fp8(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, uint8_t *q8, uint8_t *k8,
                     uint8_t *vt8, float *sq, float *sk, float *sv, float *inv_tmp, cudaStream_t st);
+/* Q/K rotation (config.h) of every 128-value row of x [rows][128] bf16 into
+ * y: sign bit d of signs[d / 32] flips dim d, the Walsh-Hadamard butterflies
+ * run dim bit 0 first (lower a + b, upper a - b, FP32), then times scale
+ * (FP32) and rounded to BF16. */
+int bench_rotate_rows(const uint16_t *x, long rows, const uint32_t signs[4], float scale, uint16_t *y,
+                      cudaStream_t st);
 int bench_ref_attn_f64(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, double *out,
                        cudaStream_t st);
 

@@ -27,7 +27,7 @@ summary = {"steps": [{"step": s[0], "status": s[1], "seconds": int(s[2])} for s 
 # attention: {impl: {S: (ms, tflops, status)}}
 att = {}
 for r in (ba or {}).get("results", []):
-    if r.get("kernel") == "qk_norm_rope_quant":
+    if r.get("kernel", "").startswith("qk_norm_rope_quant"):
         continue
     att.setdefault(r["kernel"], {})[r["S"]] = (r.get("median_ms"), r.get("tflops"), r.get("status"))
 for r in (pa or {}).get("results", []):
@@ -67,8 +67,8 @@ for a in (ba or {}).get("accuracy", []):
         print(f"accuracy {a['kernel']:<12} {a['dist']:<7}: {a.get('status')}")
 summary["accuracy"] = (ba or {}).get("accuracy")
 for r in (ba or {}).get("results", []):
-    if r.get("kernel") == "qk_norm_rope_quant":
-        print(f"qk_norm_rope_quant S={r['S']}: {r.get('median_ms', float('nan')):.3f} ms, "
+    if r.get("kernel", "").startswith("qk_norm_rope_quant"):
+        print(f"{r['kernel']} S={r['S']}: {r.get('median_ms', float('nan')):.3f} ms, "
               f"{r.get('gbs', float('nan')):.0f} GB/s ({r.get('status')})")
 if ba:
     print(f"bench_attn selfcheck: {ba.get('selfcheck')}")
