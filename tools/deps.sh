@@ -35,8 +35,11 @@ if [ "${H3_NO_VENV:-0}" != 1 ]; then
   # with nvcc but no cuobjdump (a toolkit without it, as on CI): NVIDIA's
   # PyPI cuobjdump and the nvdisasm it runs, for the SASS check of
   # tests/test_sm90_ptxas.sh (which looks for it the same way)
+  # (cuobjdump -sass runs nvdisasm from its own folder or PATH: a cuobjdump
+  # installed by hand without it fails that check, so both are looked for)
   nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  if [ -x "$nvcc_bin" ] && [ -z "$(bash tools/find_cuobjdump.sh "$nvcc_bin")" ]; then
+  cuobj=$(bash tools/find_cuobjdump.sh "$nvcc_bin")
+  if [ -x "$nvcc_bin" ] && { [ -z "$cuobj" ] || { [ ! -x "$(dirname "$cuobj")/nvdisasm" ] && ! command -v nvdisasm >/dev/null; }; }; then
     echo "deps: adding nvidia-cuda-cuobjdump and -nvdisasm to .venv"
     .venv/bin/python -m pip install -q --disable-pip-version-check "nvidia-cuda-cuobjdump==13.*" \
       "nvidia-cuda-nvdisasm==13.*" ||
