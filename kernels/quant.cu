@@ -49,9 +49,11 @@
  * code is unchanged): after RoPE each q/k token vector, rounded to BF16, is
  * rotated in registers (rotate_row: signs, the butterflies of dim bits 0-2
  * within a lane and 3-6 across lanes by shuffle, the scale) and then rounded
- * to BF16 again; the amax and codes follow as before. Written without a GPU
- * (2026-12-05): 80 registers, no spills (the next batch is then not
- * prefetched: with it, 28 bytes spilled); not yet timed.
+ * to BF16 again; the amax and codes follow as before. 80 registers, no
+ * spills (the next batch is then not prefetched: with it, 28 bytes
+ * spilled). 0.835 -> 1.045 ms at S = 30272, H = 56 on the H200: the 32
+ * shuffles per token pair and lane (4 cross-lane stages x 8 values) are
+ * 54 M warp shuffles, at sm_90's one per SM per clock 0.21 ms.
  *
  * V smoothing (vmu != NULL, cpu_ref.h): V is quantised as the FP32
  * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
