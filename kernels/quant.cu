@@ -51,9 +51,11 @@
  * within a lane and 3-6 across lanes by shuffle, the scale) and then rounded
  * to BF16 again; the amax and codes follow as before. 80 registers, no
  * spills (the next batch is then not prefetched: with it, 28 bytes
- * spilled). 0.835 -> 1.045 ms at S = 30272, H = 56 on the H200: the 32
- * shuffles per token pair and lane (4 cross-lane stages x 8 values) are
- * 54 M warp shuffles, at sm_90's one per SM per clock 0.21 ms.
+ * spilled). 0.835 -> 1.045 ms at S = 30272, H = 56 on the H200, about
+ * what the ~150 more instructions per token pair and lane cost at one issue
+ * per SMSP per clock: an exchange of half the values per stage (half the
+ * shuffles, three selects per pair more) measured 1.065 ms, a prefetch
+ * with 2 CTAs per SM 1.196, with the 28-byte spill 1.091 (docs/perf.md).
  *
  * V smoothing (vmu != NULL, cpu_ref.h): V is quantised as the FP32
  * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
