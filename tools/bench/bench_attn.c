@@ -730,11 +730,11 @@ int main(int argc, char **argv)
         accuracy(acc_S, acc_H, ks, 3, seed);
         printf("\naccuracy vs FP64 (S = %d, H = %d; goals: rel RMS <= 3%% on normal, RMSE <= 9.1e-3 on stress)\n",
                acc_S, acc_H);
-        printf("%-14s %-7s %10s %10s %10s %11s  %s\n", "kernel", "dist", "rel_rms", "rmse", "max_abs", "bf16_floor",
+        printf("%-14s %-10s %10s %10s %10s %11s  %s\n", "kernel", "dist", "rel_rms", "rmse", "max_abs", "bf16_floor",
                "status");
         for (int i = 0; i < g_nacc; i++) {
             const acc_t *a = &g_acc[i];
-            printf("%-14s %-7s %9.3f%% %10.3e %10.3e %10.3f%%  %s\n", a->kernel, a->dist, 100 * a->rel_rms, a->rmse,
+            printf("%-14s %-10s %9.3f%% %10.3e %10.3e %10.3f%%  %s\n", a->kernel, a->dist, 100 * a->rel_rms, a->rmse,
                    a->max_abs, 100 * a->bf16_floor, a->status);
         }
         write_json(json, H);

@@ -61,10 +61,10 @@ summary["attention"] = {k: {str(S): v for S, v in d.items()} for k, d in att.ite
 summary["attention_ratios"] = ratios
 for a in (ba or {}).get("accuracy", []):
     if a.get("status") == "ok":
-        print(f"accuracy {a['kernel']:<12} {a['dist']:<7} S={a['S']} H={a['H']}: rel RMS {100 * a['rel_rms']:.3f}%, "
+        print(f"accuracy {a['kernel']:<14} {a['dist']:<10} S={a['S']} H={a['H']}: rel RMS {100 * a['rel_rms']:.3f}%, "
               f"RMSE {a['rmse']:.3e} (bf16 floor {100 * a['bf16_floor_rel_rms']:.3f}%)")
     else:
-        print(f"accuracy {a['kernel']:<12} {a['dist']:<7}: {a.get('status')}")
+        print(f"accuracy {a['kernel']:<14} {a['dist']:<10}: {a.get('status')}")
 summary["accuracy"] = (ba or {}).get("accuracy")
 for r in (ba or {}).get("results", []):
     if r.get("kernel", "").startswith("qk_norm_rope_quant"):
