@@ -72,9 +72,8 @@ void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *po
 
 void cpu_rotate_qk(float *x)
 {
-    static const uint32_t sig[4] = H3_ROT_SIGNS;
     for (int d = 0; d < 128; d++)
-        if (sig[d >> 5] >> (d & 31) & 1u) x[d] = -x[d];
+        if (h3_rot_flips(d)) x[d] = -x[d];
     for (int len = 1; len < 128; len *= 2) /* the stage of dim bit log2(len) */
         for (int i = 0; i < 128; i += 2 * len)
             for (int j = i; j < i + len; j++) {
@@ -132,8 +131,8 @@ float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, 
 }
 
 void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int *groups,
-                   int ngroups, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk,
-                   float *sv)
+                   int ngroups, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq,
+                   float *sk, float *sv)
 {
     const int D = 128, S_pad = h3_pad_tokens(S), G = h3_groups(S);
     if (!groups) ngroups = G;
@@ -146,14 +145,15 @@ void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uin
             const size_t off = (size_t)g * H3_QGROUP * I;
             sq[h * G + g] = cpu_quant_group(q + off, n, H, h, g, S_pad, 0, rot_qk, NULL, q8 + h * plane);
             sk[h * G + g] = cpu_quant_group(k + off, n, H, h, g, S_pad, 0, rot_qk, NULL, k8 + h * plane);
-            sv[h * G + g] = cpu_quant_group(v + off, n, H, h, g, S_pad, 1, 0, vmu ? vmu + h * D : NULL, vt8 + h * plane);
+            sv[h * G + g] =
+                cpu_quant_group(v + off, n, H, h, g, S_pad, 1, 0, vmu ? vmu + h * D : NULL, vt8 + h * plane);
         }
     }
 }
 
 void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
-                                   uint8_t *vt8, float *sq, float *sk, float *sv)
+                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8,
+                                   uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv)
 {
     const int H = cfg->heads, D = cfg->head_dim, S_pad = h3_pad_tokens(S), G = h3_groups(S);
     const size_t I = (size_t)H * D, W3 = (size_t)h3_qkv_width(cfg), plane = (size_t)S_pad * D;

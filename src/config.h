@@ -149,6 +149,12 @@ static inline int h3_groups(int S) { return (S + H3_QGROUP - 1) / H3_QGROUP; }
  * so that inputs aligned with a Hadamard row (a constant vector) are unlikely. */
 #define H3_ROT_SIGNS {0x0f8a1a2cu, 0xeb98fb2au, 0x13fe8a15u, 0x99b73af1u}
 #define H3_ROT_SCALE 0.0883883476483184405f
+/* 1 where the rotation flips dim d's sign (sigma_d = -1), d in 0..127 */
+static inline int h3_rot_flips(int d)
+{
+    static const uint32_t sig[4] = H3_ROT_SIGNS;
+    return (int)(sig[d >> 5] >> (d & 31) & 1u);
+}
 
 /* V is stored transposed ([H][D][S_pad]) with its keys permuted inside every
  * 16-key group, so that the P tile can go from the QK^T accumulator fragment

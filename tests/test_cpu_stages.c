@@ -427,9 +427,8 @@ static void test_quant(void)
  * cpu_quant_fp8's rot_qk == quantising the rotated q, k without it. ---- */
 static void test_rotate(void)
 {
-    static const uint32_t sig[4] = H3_ROT_SIGNS;
     int nneg = 0;
-    for (int d = 0; d < 128; d++) nneg += sig[d >> 5] >> (d & 31) & 1u;
+    for (int d = 0; d < 128; d++) nneg += h3_rot_flips(d);
     expect("rotation signs: both signs present", nneg > 16 && nneg < 112);
     stats st = {0};
     double worst_dot = 0.0;
@@ -450,7 +449,7 @@ static void test_rotate(void)
         for (int i = 0; i < 128; i++) {
             double ref = 0.0;
             for (int j = 0; j < 128; j++) {
-                const double sgn = (sig[j >> 5] >> (j & 31) & 1u) ? -1.0 : 1.0;
+                const double sgn = h3_rot_flips(j) ? -1.0 : 1.0;
                 ref += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1.0 : 1.0) * sgn * x[j];
             }
             ref /= sqrt(128.0);

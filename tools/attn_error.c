@@ -118,13 +118,15 @@ static void rotate(double *x, const double *signs)
 }
 
 /* Rows [r0, r1) of m [S][D] in place: x -> e4m3(x · 448/amax) · amax/448, one
- * scale over the block (1 if amax is 0), as the contract quantises. */
-static void round_block(double *m, int r0, int r1)
+ * scale over the block (1 if amax is 0), as the contract quantises. Returns
+ * the scale. */
+static double round_block(double *m, int r0, int r1)
 {
     double amax = 0.0;
     for (size_t i = (size_t)r0 * D; i < (size_t)r1 * D; i++) amax = fmax(amax, fabs(m[i]));
     const float inv = amax > 0 ? (float)(448.0 / amax) : 1.0f, s = amax > 0 ? (float)(amax / 448.0) : 1.0f;
     for (size_t i = (size_t)r0 * D; i < (size_t)r1 * D; i++) m[i] = (double)h3_round_e4m3((float)m[i] * inv) * s;
+    return s;
 }
 
 static void round_groups(double *m, int S)
@@ -165,18 +167,15 @@ static void run_head(const uint16_t *t[3], int S, int H, int h, const double *si
         for (int j = 0; j < S; j++) rotate(qk[QK_ROT][a] + (size_t)j * D, signs);
         round_groups(qk[QK_ROT][a], S);
     }
-    /* V's group scales, then V rounded with them. */
+    /* V rounded by groups; its scales give P's multiplier */
     double svmax = 0.0;
     for (int g = 0; g < S; g += H3_QGROUP) {
         const int e = g + H3_QGROUP < S ? g + H3_QGROUP : S;
-        double amax = 0.0;
-        for (size_t i = (size_t)g * D; i < (size_t)e * D; i++) amax = fmax(amax, fabs(vq[i]));
-        const double s = amax > 0 ? (double)(float)(amax / 448.0) : 1.0;
+        const double s = round_block(vq, g, e);
         svmax = fmax(svmax, s);
         for (int j = g; j < e; j++) w[j] = s;
     }
     for (int j = 0; j < S; j++) w[j] = 256.0 * w[j] / svmax;
-    round_groups(vq, S);
     const double scale = 1.0 / sqrt((double)D);
     int need[QK_N] = {1 << VP_EXACT}; /* the V/P forms each Q K form's rows use; the reference's */
     for (int r = 0; r < NROWS; r++) need[ROWS[r].qk] |= 1 << ROWS[r].vp;
@@ -295,8 +294,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double signs[D]; /* the contract's (config.h) */
-    static const uint32_t sig[4] = H3_ROT_SIGNS;
-    for (int d = 0; d < D; d++) signs[d] = sig[d >> 5] >> (d & 31) & 1u ? -1.0 : 1.0;
+    for (int d = 0; d < D; d++) signs[d] = h3_rot_flips(d) ? -1.0 : 1.0;
     printf("attn_error: S = %ld, H = %ld, D = 128, seed %llu; relative RMS and RMSE against float64\n", S, H, seed);
     for (int mix = mix0; mix <= mix1; mix++) {
         uint16_t *t[3] = {q, k, v};

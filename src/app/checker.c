@@ -275,8 +275,8 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
         set_tol(c, "quant_exact");
         compare_scales(c, vmu, rmu, (long)H * 128, 0, "means");
     }
-    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rmu, rot_qk, rq, rk,
-                           rv, rs, rs + ns, rs + 2 * ns);
+    cpu_qk_norm_rope_quant(k->cfg, qkv, k->in->pos, k->blk->w[H3_T_QNORM], k->blk->w[H3_T_KNORM], k->S, rmu, rot_qk,
+                           rq, rk, rv, rs, rs + ns, rs + 2 * ns);
     const char *what[3] = {"q8 codes vs cpu", "k8 codes vs cpu", "vt8 codes vs cpu"};
     const uint8_t *got[3] = {q8, k8, vt8}, *ref[3] = {rq, rk, rv};
     for (int i = 0; i < 3; i++) {

@@ -247,8 +247,8 @@ void h3r_run_op(block_run *br, int op)
         const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (vmu && !br->vmu_given)
             LAUNCH(h3k_v_mean(d->qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, S, H, d->vmu, br->st));
-        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu, br->rotate_qk, d->q8,
-                                      d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
+        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu,
+                                      br->rotate_qk, d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;
     }
     case OP_ATTN: {

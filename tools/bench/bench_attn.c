@@ -384,19 +384,16 @@ static void bench_one_S(int S, int H, const kernel_t *ks, int nk, int warmup, in
         snprintf(r->status, sizeof r->status, "ok");
     }
 
-    /* the stage as the block runs it, then with Q/K rotation (--rotate-qk) */
-    for (int rot = 0; rot < 2 && do_quant && !g_sticky; rot++) {
-        row_t *r = new_row(rot ? "qk_norm_rope_quant+rot" : "qk_norm_rope_quant", S, H);
-        if (!r) return;
-        r->sets = nsets;
+    /* the stage as the block runs it, then with Q/K rotation (--rotate-qk),
+     * on the same inputs */
+    if (do_quant && !g_sticky) {
         const size_t nqkv = (size_t)S * 3 * H * D;
         uint16_t *qkv = oom[0] ? NULL : dalloc(nqkv * 2); /* [S][3*H*128] bf16 */
         float *pos = oom[0] ? NULL : dalloc((size_t)S * 3 * 4);
         float *rope = oom[0] ? NULL : dalloc((size_t)S * H3_ROPE_TAB * 4);
         uint16_t *w = oom[0] ? NULL : dalloc(2 * D * 2); /* q_norm, k_norm [128] bf16 */
-        if (!qkv || !pos || !rope || !w) {
-            snprintf(r->status, sizeof r->status, "%s", oom[0] ? oom : "oom (qkv)");
-        } else {
+        const int ready = qkv && pos && rope && w;
+        if (ready) {
             float *hpos = malloc((size_t)S * 3 * 4), omega[16];
             uint16_t hw[2 * D];
             for (int s = 0; s < S; s++) { /* a 72 x 15 x 27 latent grid, repeated */
@@ -411,6 +408,15 @@ static void bench_one_S(int S, int H, const kernel_t *ks, int nk, int warmup, in
             free(hpos);
             CK((cudaError_t)bench_fill_bf16(qkv, nqkv, seed + 7, 0, 0));
             CK((cudaError_t)h3k_rope_table(pos, S, omega, rope, 0));
+        }
+        for (int rot = 0; rot < 2 && !g_sticky; rot++) {
+            row_t *r = new_row(rot ? "qk_norm_rope_quant+rot" : "qk_norm_rope_quant", S, H);
+            if (!r) break;
+            r->sets = nsets;
+            if (!ready) {
+                snprintf(r->status, sizeof r->status, "%s", oom[0] ? oom : "oom (qkv)");
+                continue;
+            }
             quant_ctx c = {qkv, rope, w, w + D, sets, S, H, rot};
             int rc = time_launches(launch_quant, &c, nsets, warmup, reps, &r->ms, &r->min_ms);
             if (rc) {
@@ -550,20 +556,20 @@ static int selfcheck(uint64_t seed)
     CK(cudaMemcpy(hv, v, nx * 2, cudaMemcpyDeviceToHost));
     download_set(&o, S, H, g8, gs);
     CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
-    memset(c8, 0x55, 3 * nop);
-    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, 0, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
-    long dbytes = 0, dscales = 0;
-    for (size_t i = 0; i < 3 * nop; i++) dbytes += g8[i] != c8[i];
-    for (int i = 0; i < 3 * H * G; i++) dscales += gs[i] != cs[i];
-    /* the same with Q/K rotation: bench_rotate_rows + the quantiser vs cpu_quant_fp8's rot_qk */
-    opset ro;
-    CHECKQ(make_rotated_set(&ro, S, H, q, k, v, inv) == 0);
-    download_set(&ro, S, H, g8, gs);
-    memset(c8, 0x55, 3 * nop);
-    cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, 1, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
-    long rbytes = 0, rscales = 0;
-    for (size_t i = 0; i < 3 * nop; i++) rbytes += g8[i] != c8[i];
-    for (int i = 0; i < 3 * H * G; i++) rscales += gs[i] != cs[i];
+    /* the quantiser, then with Q/K rotation (bench_rotate_rows + the
+     * quantiser) against cpu_quant_fp8 without and with rot_qk */
+    long dbytes[2] = {0, 0}, dscales[2] = {0, 0};
+    for (int rot = 0; rot < 2; rot++) {
+        opset ro;
+        if (rot) {
+            CHECKQ(make_rotated_set(&ro, S, H, q, k, v, inv) == 0);
+            download_set(&ro, S, H, g8, gs);
+        }
+        memset(c8, 0x55, 3 * nop);
+        cpu_quant_fp8(S, H, hq, hk, hv, NULL, 0, NULL, rot, c8, c8 + nop, c8 + 2 * nop, cs, cs + H * G, cs + 2 * H * G);
+        for (size_t i = 0; i < 3 * nop; i++) dbytes[rot] += g8[i] != c8[i];
+        for (int i = 0; i < 3 * H * G; i++) dscales[rot] += gs[i] != cs[i];
+    }
     cpu_attention_exact(hq, hk, hv, S, H, NULL, S, hO, NULL);
     double num = 0, den = 0;
     for (size_t i = 0; i < nx; i++) {
@@ -572,10 +578,10 @@ static int selfcheck(uint64_t seed)
         den += href[i] * href[i];
     }
     double rel = sqrt(num / den);
-    int ok = dbytes == 0 && dscales == 0 && rbytes == 0 && rscales == 0 && rel < 4e-3 && isfinite(rel);
+    int ok = !dbytes[0] && !dscales[0] && !dbytes[1] && !dscales[1] && rel < 4e-3 && isfinite(rel);
     printf("selfcheck (S = %d, H = %d, stress inputs): quantiser vs cpu_quant_fp8: %ld bytes, %ld scales differ "
            "(Q/K rotated: %ld, %ld); FP64 reference vs cpu_attention_exact: rel RMS %.2e -> %s\n",
-           S, H, dbytes, dscales, rbytes, rscales, rel, ok ? "ok" : "FAILED");
+           S, H, dbytes[0], dscales[0], dbytes[1], dscales[1], rel, ok ? "ok" : "FAILED");
     free(hq), free(hk), free(hv), free(hO), free(g8), free(c8), free(gs), free(cs), free(href);
     dfree_all();
     return ok ? 0 : -1;
