@@ -145,6 +145,12 @@ for v in "fp8:" "fp8:qkv," "fp8:,qkv" "fp8:qkv,,out" "fp8:qkv,qkv" "fp8:out,fc1,
     expect2 "--gemm '$v'" "${base[@]}" --gemm "$v"
 done
 expect2 "--gemm fp8:qkv,out with --cpu-exact" "${base[@]}" --gemm fp8:qkv,out --cpu-exact
+expect2 "--gemm-accum bogus" "${base[@]}" --gemm fp8 --gemm-accum bogus
+expect2 "--gemm-accum FAST (case)" "${base[@]}" --gemm fp8 --gemm-accum FAST
+expect2 "--gemm-accum missing" "${base[@]}" --gemm fp8 --gemm-accum
+expect2 "--gemm-accum fast without FP8 GEMMs" "${base[@]}" --gemm-accum fast
+expect2 "--gemm-accum fast with --cpu" "${base[@]}" --gemm fp8:fc2 --gemm-accum fast --cpu
+expect_ok "--gemm-accum fp32 on the CPU path" "${base[@]}" --gemm fp8 --gemm-accum fp32 --tokens 32
 
 echo "== --gemm precision lists reach the CPU chain"
 # fp8:LIST naming all four is --gemm fp8, bit for bit; a subset is neither

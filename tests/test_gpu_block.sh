@@ -8,9 +8,11 @@
 #   rotation (--rotate-qk on); then two
 #   mixed modes (--gemm fp8:qkv,out and its complement fp8:fc1,fc2, so every
 #   producer writes each form next to a GEMM of the other precision), each
-#   GEMM and its producer checked the way its own precision is;
+#   GEMM and its producer checked the way its own precision is; FP8 GEMMs
+#   with fast accumulation (--gemm fp8:qkv,fc2 --gemm-accum fast);
 #   with "full": the full-size block (1.29 GB generated in WORKDIR) at 30272
-#   tokens with sampled-row stage checks in both GEMM modes, and an
+#   tokens with sampled-row stage checks in both GEMM modes (FP8 also with
+#   --gemm-accum fast), and an
 #   out-of-memory run (--tokens 4194304): exit 1, the bytes needed named, no
 #   output file (nor its temporary) left behind.
 # Exits 77 (skip) when there is no usable GPU.
@@ -90,14 +92,24 @@ for gemm in fp8:qkv,out fp8:fc1,fc2; do
     echo "FAIL tiny block, --gemm $gemm, --check full:${why:+ $why}"; tail -30 "$log"; fail=1
   fi
 done
+# --gemm-accum fast: each FP8 GEMM checked with its own tolerance, named in the report
+log=$work/tiny_fast.log
+if "$dit" --gpu --gemm fp8:qkv,fc2 --gemm-accum fast --weights "$work/tiny.safetensors" --tokens 300 --check full \
+     --repeat 2 --quiet >"$log" 2>&1 && [ "$(grep -cE '^(qkv|fc2)_gemm +fp8 fast-accum vs cpu' "$log")" -eq 2 ] &&
+   grep -qE '^out_gemm +vs cpu' "$log" && grep -q "gemm fp8 qkv,fc2 (e4m3; .*, fast accumulation)" "$log"; then
+  echo "ok   tiny block, --gemm fp8:qkv,fc2 --gemm-accum fast, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
+else
+  echo "FAIL tiny block, --gemm fp8:qkv,fc2 --gemm-accum fast, --check full:"; tail -30 "$log"; fail=1
+fi
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
-  for gemm in bf16 fp8 fp8:qkv,out; do
+  for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast"; do
+    # shellcheck disable=SC2086 # $gemm may carry --gemm-accum
     if "$dit" --gpu --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
-         >"$work/full_$gemm.log" 2>&1; then
-      echo "ok   full-size block, 30272 tokens, --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_$gemm.log" | head -1)"
+         >"$work/full_${gemm// /_}.log" 2>&1; then
+      echo "ok   full-size block, 30272 tokens, --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_${gemm// /_}.log" | head -1)"
     else
-      echo "FAIL full-size block, --gemm $gemm:"; tail -40 "$work/full_$gemm.log"; fail=1
+      echo "FAIL full-size block, --gemm $gemm:"; tail -40 "$work/full_${gemm// /_}.log"; fail=1
     fi
   done
   # Out of device memory: refused up front with the bytes, exit 1, no output.

@@ -787,7 +787,8 @@ static void test_q8_fused(int S, int C, int which)
 
 /* FP8 GEMM (cuBLASLt, outer-vector scales) vs cpu_gemm_fp8 on the same e4m3
  * operands: rel RMS <= 1e-2, as the BF16 GEMM (FP32 sums in another order,
- * then BF16 rounding). Operands: BF16 rows of random magnitude quantised per
+ * then BF16 rounding; with fast accumulation the tensor cores' ~14-bit
+ * running sum, a few 1e-3 at K = 14336). Operands: BF16 rows of random magnitude quantised per
  * row, so a wrong or transposed scale vector shows at once. */
 typedef struct {
     h3_lt *lt;
@@ -806,7 +807,7 @@ static int gemm8_launch(void *p)
     }
     return 0;
 }
-static void test_gemm_fp8(h3_lt *lt, int S, int N, int K)
+static void test_gemm_fp8(h3_lt *lt, int S, int N, int K, int fast)
 {
     const size_t nx = (size_t)S * K, nw = (size_t)N * K, ny = (size_t)S * N;
     uint16_t *x = xmalloc(nx * 2), *W = xmalloc(nw * 2), *ref = xmalloc(ny * 2), *gpu = xmalloc(ny * 2);
@@ -822,9 +823,11 @@ static void test_gemm_fp8(h3_lt *lt, int S, int N, int K)
     gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sx, (size_t)S * 4), upload(sw, (size_t)N * 4),
                    dalloc(ny * 2), S, N, K};
     char what[128];
-    snprintf(what, sizeof what, "gemm_fp8 S=%d N=%d K=%d", S, N, K);
+    snprintf(what, sizeof what, "gemm_fp8%s S=%d N=%d K=%d", fast ? " fast-accum" : "", S, N, K);
     outbuf o = {c.y, ny * 2, gpu};
+    h3_lt_set_fast_accum(lt, fast);
     if (run_twice(what, gemm8_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
+    h3_lt_set_fast_accum(lt, 0);
     cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
     free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sw);
 }
@@ -921,8 +924,11 @@ int main(int argc, char **argv)
         test_gemm(lt, 129, 256, 256); /* the cached descriptors of a repeated shape */
         if (!g_quick) test_gemm(lt, 1000, 5376, 7168); /* out_gemm's shape */
         static const int G8[][3] = {{1, 256, 256}, {63, 512, 256}, {129, 768, 512}, {1000, 5376, 256}, {4097, 256, 512}};
-        for (int i = 0; i < (int)(sizeof G8 / sizeof G8[0]); i++) test_gemm_fp8(lt, G8[i][0], G8[i][1], G8[i][2]);
-        if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 7168);
+        for (int i = 0; i < (int)(sizeof G8 / sizeof G8[0]); i++) test_gemm_fp8(lt, G8[i][0], G8[i][1], G8[i][2], 0);
+        if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 7168, 0);
+        /* --gemm-accum fast: its own cached descriptors; fc2's K, the longest sum */
+        test_gemm_fp8(lt, 129, 768, 512, 1);
+        if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 14336, 1);
         h3_lt_destroy(lt);
     }
 

@@ -54,6 +54,7 @@ typedef struct {
     int nrows;
     const int *att_rows; /* attention is costlier: fewer rows */
     int natt;
+    int fast_accum; /* the FP8 GEMMs ran with --gemm-accum fast: their "gemm_fp8_fast" tolerance */
 } h3_check_ctx;
 
 void h3_check_adaln(report *r, const h3_check_ctx *k, const uint16_t *mod_gpu);

@@ -46,6 +46,9 @@ static const char *usage_text =
     "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
     "                     LIST in FP8, the others BF16; LIST: comma-separated, each at most once,\n"
     "                     of qkv, out, fc1, fc2 (e.g. fp8:qkv,out; fp8:qkv,out,fc1,fc2 = fp8)\n"
+    "  --gemm-accum A     fp32 (default) or fast: the FP8 GEMMs' sums along K in FP32 partial sums,\n"
+    "                     or in the tensor cores' own ~14-bit accumulator (cuBLASLt FAST_ACCUM:\n"
+    "                     faster, less accurate; GPU only, needs --gemm fp8 or fp8:LIST)\n"
     "  --gpus P           sequence parallel (Ulysses) over P GPUs of this host, P dividing the\n"
     "                     head count (56: 1, 2, 4, 7, 8); one process, NCCL all-to-alls (default 1)\n"
     "  --sp-one-device    with --gpus P: run the P ranks on GPU 0 one after another, exchanges as\n"
@@ -185,6 +188,11 @@ void parse_cli(int argc, char **argv, cli_options *o)
             TAKE();
             o->fp8_mask = parse_gemm(v);
             o->gemm = v;
+        } else if (!strcmp(a, "--gemm-accum")) {
+            TAKE();
+            if (!strcmp(v, "fast")) o->fast_accum = 1;
+            else if (!strcmp(v, "fp32")) o->fast_accum = 0;
+            else usage_error("--gemm-accum: '%s' is not one of fp32, fast%s", v, "");
         } else if (!strcmp(a, "--cpu")) {
             o->path = PATH_CPU;
         } else if (!strcmp(a, "--cpu-exact")) {
@@ -211,6 +219,11 @@ void parse_cli(int argc, char **argv, cli_options *o)
     if (o->rotate_qk && o->path == PATH_CPU)
         usage_error("--rotate-qk on: the CPU path does not rotate Q and K (the GPU runners do; the checker has the CPU's "
                     "twin)%s%s", "", "");
+    if (o->fast_accum && !o->fp8_mask)
+        usage_error("--gemm-accum fast: only FP8 GEMMs have it (add --gemm fp8 or fp8:LIST; --gemm is '%s')%s", o->gemm,
+                    "");
+    if (o->fast_accum && o->path == PATH_CPU)
+        usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)%s%s", "", "");
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
         if (check_given && o->check != CHECK_NONE)

@@ -24,6 +24,7 @@ typedef struct {
     int fp8_mask;         /* --gemm bf16|fp8|fp8:LIST: bit H3_GEMM_* set = that GEMM in FP8 (0 bf16,
                              H3_FP8_ALL fp8) */
     const char *gemm;     /* the --gemm value as given ("bf16" by default), for messages */
+    int fast_accum;       /* --gemm-accum fast: the FP8 GEMMs with cuBLASLt's fast accumulation (GPU only) */
     path_choice path;     /* --cpu / --gpu */
     int exact_cpu;        /* --cpu-exact: CPU path uses exact attention */
     int quiet;            /* --quiet: no progress bars */

@@ -12,7 +12,9 @@
 #define LT_WORKSPACE (32u << 20) /* 32 MiB, what cuBLAS recommends for Hopper */
 #define LT_CACHE 64
 
-enum { LT_BF16 = 0, LT_FP8 = 1 };
+/* LT_FP8_FAST: LT_FP8 with CUBLASLT_MATMUL_DESC_FAST_ACCUM (its own cache
+ * entries: the attribute is part of the descriptor the heuristic sees). */
+enum { LT_BF16 = 0, LT_FP8 = 1, LT_FP8_FAST = 2 };
 
 typedef struct {
     int kind, m, n, k, align; /* align: common power-of-two alignment of the pointers (16..256) */
@@ -26,11 +28,14 @@ struct h3_lt {
     void *workspace; /* [32 MiB] device */
     lt_entry e[LT_CACHE];
     int n;
+    int fast_accum; /* h3_lt_set_fast_accum */
 };
 
 static const char *kind_types(int kind)
 {
-    return kind == LT_FP8 ? "A=e4m3 B=e4m3 C=bf16, outer-vector scales" : "A=bf16 B=bf16 C=bf16";
+    return kind == LT_FP8_FAST ? "A=e4m3 B=e4m3 C=bf16, outer-vector scales, fast accumulation"
+           : kind == LT_FP8    ? "A=e4m3 B=e4m3 C=bf16, outer-vector scales"
+                               : "A=bf16 B=bf16 C=bf16";
 }
 
 h3_lt *h3_lt_create_err(char *err, size_t errlen)
@@ -117,12 +122,12 @@ static lt_entry *lt_get(h3_lt *lt, int kind, int m, int n, int k, int align, cha
     lt_entry *t = &lt->e[lt->n];
     memset(t, 0, sizeof *t);
     cublasLtMatmulPreference_t pref = NULL;
-    const cudaDataType_t ab = kind == LT_FP8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const cudaDataType_t ab = kind != LT_BF16 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
     const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescCreate(&t->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
     LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT), "TRANSA");
     LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN), "TRANSB");
-    if (kind == LT_FP8) {
+    if (kind != LT_BF16) {
         /* The scale pointers are set per call; the heuristic must know they exist. */
         const float *dummy = (const float *)lt->workspace;
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy, sizeof dummy),
@@ -136,6 +141,15 @@ static lt_entry *lt_get(h3_lt *lt, int kind, int m, int n, int k, int align, cha
                "A_SCALE_MODE outer vector");
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof outer),
                "B_SCALE_MODE outer vector");
+        /* Fast accumulation: the tensor cores' own accumulator along all of
+         * k; by default cuBLASLt adds each k-chunk's partial sum into FP32
+         * registers (the wgmma accumulator keeps only ~14 significant bits
+         * of a running sum, DeepSeek-V3 report §3.3.2). */
+        if (kind == LT_FP8_FAST) {
+            const int8_t fast = 1;
+            LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast),
+                   "FAST_ACCUM");
+        }
     }
     LT_TRY(cublasLtMatrixLayoutCreate(&t->a, ab, (uint64_t)k, (uint64_t)m, (int64_t)k), "layout A");
     LT_TRY(cublasLtMatrixLayoutCreate(&t->b, ab, (uint64_t)k, (uint64_t)n, (int64_t)k), "layout B");
@@ -182,7 +196,7 @@ static int lt_gemm(h3_lt *lt, int kind, const void *x, const void *W, const floa
                    uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen)
 {
     const int m = N, n = S, k = K;
-    const size_t esz = kind == LT_FP8 ? 1 : 2;
+    const size_t esz = kind != LT_BF16 ? 1 : 2;
     if (!lt || S < 0 || N <= 0 || K <= 0) {
         snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): %s", m, n, k, kind_types(kind),
                  lt ? "bad shape" : "no handle");
@@ -203,7 +217,7 @@ static int lt_gemm(h3_lt *lt, int kind, const void *x, const void *W, const floa
     }
     lt_entry *t = lt_get(lt, kind, m, n, k, common_align(x, W, y), err, errlen);
     if (!t) return -1;
-    if (kind == LT_FP8) {
+    if (kind != LT_BF16) {
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale),
                "A_SCALE_POINTER");
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale),
@@ -224,13 +238,19 @@ int h3_lt_gemm_bf16(h3_lt *lt, const uint16_t *x, const uint16_t *W, uint16_t *y
     return lt_gemm(lt, LT_BF16, x, W, NULL, NULL, y, S, N, K, stream, err, errlen);
 }
 
+void h3_lt_set_fast_accum(h3_lt *lt, int on)
+{
+    if (lt) lt->fast_accum = on != 0;
+}
+
 int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
                    uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen)
 {
+    const int kind = lt && lt->fast_accum ? LT_FP8_FAST : LT_FP8;
     if (!x_scale || !w_scale) {
         snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): scale pointers required", N, S, K,
-                 kind_types(LT_FP8));
+                 kind_types(kind));
         return -1;
     }
-    return lt_gemm(lt, LT_FP8, x, W, x_scale, w_scale, y, S, N, K, stream, err, errlen);
+    return lt_gemm(lt, kind, x, W, x_scale, w_scale, y, S, N, K, stream, err, errlen);
 }

@@ -37,6 +37,13 @@ int h3_lt_gemm_bf16(h3_lt *lt, const uint16_t *x, const uint16_t *W, uint16_t *y
  * sum_k x [S][K] e4m3 . W [N][K] e4m3): x_scale [S] (per token), w_scale [N]
  * (per output channel), device FP32 vectors (cuBLASLt's outer-vector scale
  * mode, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). K a multiple of 16. */
+/* Fast accumulation for the FP8 GEMMs enqueued after it (on: 1): the tensor
+ * cores' own reduced-precision accumulator along all of K instead of FP32
+ * partial sums (CUBLASLT_MATMUL_DESC_FAST_ACCUM). Faster (1.2-1.3x on the
+ * block's shapes, docs/perf.md), less accurate (the checker's "gemm_fp8_fast"
+ * tolerance); off by default. */
+void h3_lt_set_fast_accum(h3_lt *lt, int on);
+
 int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
                    uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen);
 

@@ -179,17 +179,21 @@ int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t er
     return -1;
 }
 
-void h3r_gemm_desc(int fp8_mask, char *buf, size_t len)
+void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len)
 {
-    static const char fp8[] = "fp8 (e4m3; scales per output channel x per token)";
-    if (fp8_mask == 0 || fp8_mask == H3_FP8_ALL) {
-        snprintf(buf, len, "%s", fp8_mask ? fp8 : "bf16");
+    const char *fa = fast_accum ? ", fast accumulation" : "";
+    if (fp8_mask == 0) {
+        snprintf(buf, len, "bf16");
+        return;
+    }
+    if (fp8_mask == H3_FP8_ALL) {
+        snprintf(buf, len, "fp8 (e4m3; scales per output channel x per token%s)", fa);
         return;
     }
     char f[H3_GEMM_LIST_LEN], b[H3_GEMM_LIST_LEN];
     h3_gemm_list(fp8_mask, f, sizeof f);
     h3_gemm_list(H3_FP8_ALL & ~fp8_mask, b, sizeof b);
-    snprintf(buf, len, "fp8 %s (e4m3; scales per output channel x per token), bf16 %s", f, b);
+    snprintf(buf, len, "fp8 %s (e4m3; scales per output channel x per token%s), bf16 %s", f, fa, b);
 }
 
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen)
@@ -429,7 +433,7 @@ static void run_checks(const cli_options *o, block_run *br, const h3_block *blk,
     int want_att = o->sample / 2 > 16 ? o->sample / 2 : (o->sample < 16 ? o->sample : 16);
     int *att_rows = malloc(sizeof(int) * (size_t)(want_att < S ? want_att : S) + 64);
     CHECK(rows && att_rows, "out of host memory");
-    h3_check_ctx k = {.cfg = c, .blk = blk, .in = in, .S = S};
+    h3_check_ctx k = {.cfg = c, .blk = blk, .in = in, .S = S, .fast_accum = o->fast_accum};
     k.rows = rows;
     k.nrows = h3_sample_rows(in, o->sample, rows);
     k.att_rows = att_rows;
@@ -575,7 +579,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s%s",
              br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", variant, key_tile,
              br.smooth_v ? ", V smoothed" : "", br.rotate_qk ? ", Q/K rotated" : "");
-    h3r_gemm_desc(br.fp8_mask, r->gemm, sizeof r->gemm);
+    h3r_gemm_desc(br.fp8_mask, o->fast_accum, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;
     r->hidden = C;
@@ -613,6 +617,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
 
     br.lt = h3_lt_create();
     CHECK(br.lt, "cuBLASLt initialisation failed");
+    h3_lt_set_fast_accum(br.lt, o->fast_accum);
 
     /* The ops of one block run, in order (adaLN apart: once per timestep; the RoPE table: once per sequence). */
     int ops[OP_N], nops = 0;

@@ -103,8 +103,8 @@ static inline int h3r_fp8(const block_run *br, int g) { return br->fp8_mask >> g
 /* The buffers of a block run at S tokens with the GEMMs of fp8_mask in FP8
  * into t (MAX_ALLOCS entries); returns the count. */
 int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_alloc_t *t);
-/* The report's gemm string for fp8_mask (the GPU's numerics). */
-void h3r_gemm_desc(int fp8_mask, char *buf, size_t len);
+/* The report's gemm string for fp8_mask and --gemm-accum (the GPU's numerics). */
+void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len);
 /* cudaMalloc with the "out of device memory: N bytes" message; adds to *total. */
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen);
 /* Enqueues one op of br on br->st. */

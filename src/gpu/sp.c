@@ -409,6 +409,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
             CUDA_CHECK(cudaStreamCreate(&br->st));
             br->lt = h3_lt_create();
             CHECK(br->lt, "cuBLASLt initialisation failed on device %d", a->dev);
+            h3_lt_set_fast_accum(br->lt, o->fast_accum);
             shared_st = br->st;
             shared_lt = br->lt;
         }
@@ -488,7 +489,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank%s%s",
              use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", x->Hl,
              x->smooth_v ? ", V smoothed (mean over all ranks' tokens)" : "", o->rotate_qk == 1 ? ", Q/K rotated" : "");
-    h3r_gemm_desc(fp8_mask, r->gemm, sizeof r->gemm);
+    h3r_gemm_desc(fp8_mask, o->fast_accum, r->gemm, sizeof r->gemm);
     r->tokens = S;
     r->heads = H;
     r->hidden = C;

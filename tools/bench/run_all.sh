@@ -8,7 +8,7 @@
 # Steps, each independent (a failing step is logged and recorded, the next one runs):
 #   wheels, weights+inputs (generated if absent), bench_attn (our kernels, quant stage,
 #   accuracy vs FP64), peers_attention.py (SDPA cuDNN/flash BF16, cuDNN FP8), torch_block.py
-#   (eager + torch.compile), dit_block (--gemm bf16, fp8 and fp8:qkv,out), compare_outputs.py, plot_breakdown.py, summary.
+#   (eager + torch.compile), dit_block (--gemm bf16, fp8, fp8 --gemm-accum fast and fp8:qkv,out), compare_outputs.py, plot_breakdown.py, summary.
 # Files: the device tool returns at most 8 files from $OUT, so by default only two go there:
 # $OUT/bench_summary.json (the summary plus every tool's full JSON under "raw") and
 # $OUT/breakdown.png; the per-tool JSONs and run_all.log stay in $H3_BENCH_TMP (/tmp/h3bench)
@@ -114,6 +114,10 @@ step dit_block_fp8 120 "$BUILD/dit_block" --gemm fp8 --weights "$W" --input "$IN
     --output "$TMPD/ours_out_fp8.safetensors"
 step compare_fp8 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8.safetensors" "$TMPD/torch_out.safetensors" \
     --json "$OUT/compare_fp8.json"
+step dit_block_fp8fast 120 "$BUILD/dit_block" --gemm fp8 --gemm-accum fast --weights "$W" --input "$IN" \
+    --json "$OUT/dit_block_fp8fast.json" --output "$TMPD/ours_out_fp8fast.safetensors"
+step compare_fp8fast 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8fast.safetensors" \
+    "$TMPD/torch_out.safetensors" --json "$OUT/compare_fp8fast.json"
 # The candidate for issue 6's 2% accuracy goal: the attention GEMMs in FP8, the MLP in BF16.
 step dit_block_fp8mix 120 "$BUILD/dit_block" --gemm fp8:qkv,out --weights "$W" --input "$IN" \
     --json "$OUT/dit_block_fp8mix.json" --output "$TMPD/ours_out_fp8mix.safetensors"

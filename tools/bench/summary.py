@@ -3,7 +3,7 @@
 
     python3 tools/bench/summary.py OUT_DIR STEPS_TSV [SUMMARY_JSON]
 
-Reads OUT_DIR/{bench_attn,peers_attention,torch_block,dit_block,compare}.json (and the _fp8, _fp8mix ones) (each may be
+Reads OUT_DIR/{bench_attn,peers_attention,torch_block,dit_block,compare}.json (and the _fp8, _fp8fast, _fp8mix ones) (each may be
 missing) and the step status file (name, status, seconds per line), prints attention ms/TFLOPS
 per S per implementation with peer/ours time ratios, the accuracy rows, the block times
 (PyTorch eager, torch.compile, ours) and the failed steps; writes SUMMARY_JSON (default
@@ -18,9 +18,10 @@ def load(name):
             return json.load(f)
     except Exception:
         return None
-ba, pa, tb, db, cmp_, db8, cmp8, dbm, cmpm = (
+ba, pa, tb, db, cmp_, db8, cmp8, dbm, cmpm, dbf, cmpf = (
     load(n) for n in ("bench_attn.json", "peers_attention.json", "torch_block.json", "dit_block.json", "compare.json",
-                      "dit_block_fp8.json", "compare_fp8.json", "dit_block_fp8mix.json", "compare_fp8mix.json"))
+                      "dit_block_fp8.json", "compare_fp8.json", "dit_block_fp8mix.json", "compare_fp8mix.json",
+                      "dit_block_fp8fast.json", "compare_fp8fast.json"))
 steps = [l.rstrip("\n").split("\t") for l in open(status_file) if l.strip()]
 summary = {"steps": [{"step": s[0], "status": s[1], "seconds": int(s[2])} for s in steps]}
 
@@ -80,7 +81,8 @@ blk = {"torch_eager_ms": (tb or {}).get("eager_ms"), "torch_compile_ms": (tb or 
        "ours_graph_ms": (db or {}).get("graph_ms"), "ours_fp8_ms": (db8 or {}).get("total_ms"),
        "ours_fp8_graph_ms": (db8 or {}).get("graph_ms"), "fp8_output_rel_rms": (cmp8 or {}).get("rel_rms"),
        "ours_fp8mix_ms": (dbm or {}).get("total_ms"), "ours_fp8mix_graph_ms": (dbm or {}).get("graph_ms"),
-       "fp8mix_output_rel_rms": (cmpm or {}).get("rel_rms")}
+       "fp8mix_output_rel_rms": (cmpm or {}).get("rel_rms"), "ours_fp8fast_ms": (dbf or {}).get("total_ms"),
+       "ours_fp8fast_graph_ms": (dbf or {}).get("graph_ms"), "fp8fast_output_rel_rms": (cmpf or {}).get("rel_rms")}
 summary["block"] = blk
 def f(x, fmt="{:.2f}"):
     return fmt.format(x) if isinstance(x, (int, float)) else "n/a"
@@ -89,14 +91,16 @@ print(f"  torch.compile   {f(blk['torch_compile_ms'])}   (compile {f(blk['compil
 print(f"  h3block (ours)  {f(blk['ours_ms'])}   (CUDA graph {f(blk['ours_graph_ms'])})")
 print(f"  h3block FP8     {f(blk['ours_fp8_ms'])}   (CUDA graph {f(blk['ours_fp8_graph_ms'])})")
 print(f"  h3block fp8:qkv,out {f(blk['ours_fp8mix_ms'])}   (CUDA graph {f(blk['ours_fp8mix_graph_ms'])})")
-for o in ("ours_ms", "ours_fp8_ms", "ours_fp8mix_ms"):
+print(f"  h3block FP8 fast-accum {f(blk['ours_fp8fast_ms'])}   (CUDA graph {f(blk['ours_fp8fast_graph_ms'])})")
+for o in ("ours_ms", "ours_fp8_ms", "ours_fp8mix_ms", "ours_fp8fast_ms"):
     if isinstance(blk[o], (int, float)) and blk[o] > 0:
         for k in ("torch_eager_ms", "torch_compile_ms"):
             if isinstance(blk[k], (int, float)):
                 print(f"  {o[:-3]} speed-up vs {k[:-3]}: {blk[k] / blk[o]:.2f}x")
 print(f"  output rel RMS ours vs PyTorch eager: {f(blk['output_rel_rms'], '{:.4%}')}, "
       f"FP8 mode vs PyTorch eager: {f(blk['fp8_output_rel_rms'], '{:.4%}')}, "
-      f"fp8:qkv,out vs PyTorch eager: {f(blk['fp8mix_output_rel_rms'], '{:.4%}')}")
+      f"fp8:qkv,out vs PyTorch eager: {f(blk['fp8mix_output_rel_rms'], '{:.4%}')}, "
+      f"FP8 fast-accum vs PyTorch eager: {f(blk['fp8fast_output_rel_rms'], '{:.4%}')}")
 
 print("\nsteps")
 for s in summary["steps"]:
@@ -107,6 +111,7 @@ failed += sorted({f"{k}@S={S}: {v[2]}"[:120] for k, d in att.items() for S, v in
 print("failures: " + (", ".join(failed) if failed else "none"))
 summary["failures"] = failed
 summary["raw"] = {"bench_attn": ba, "peers_attention": pa, "torch_block": tb, "dit_block": db, "compare": cmp_,
-                  "dit_block_fp8": db8, "compare_fp8": cmp8, "dit_block_fp8mix": dbm, "compare_fp8mix": cmpm}
+                  "dit_block_fp8": db8, "compare_fp8": cmp8, "dit_block_fp8mix": dbm, "compare_fp8mix": cmpm,
+                  "dit_block_fp8fast": dbf, "compare_fp8fast": cmpf}
 with open(summary_path, "w") as fh:
     json.dump(summary, fh, indent=1)
