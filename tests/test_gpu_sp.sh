@@ -11,7 +11,8 @@
 #   (2 heads) P = 2 at 300 tokens; full-size block at 5000 tokens (40 groups,
 #   ragged last) for P = 2, 4, 7, 8, both GEMM modes for P = 8; the tiny
 #   block P = 2 with --gemm fp8:qkv,out (a mixed mode: out_quant on the
-#   ranks' post-attention phase, fc1/fc2 in BF16).
+#   ranks' post-attention phase, fc1/fc2 in BF16); --gemm fp8 --gemm-accum
+#   fast on both sides, tiny P = 2 and full-size P = 8.
 #   With >= P GPUs: the real thing over NCCL for P = 2, 4, 8 (full size,
 #   30272 tokens); a P that needs more GPUs than present is listed as not run.
 #   Negative controls (no extra runs, the tiny P = 2 outputs above): the
@@ -30,25 +31,32 @@ fail=0 notrun=()
 # outputs from an earlier build would compare against old code
 rm -f "$work"/ref_*.safetensors "$work"/sp_*.safetensors
 tol=5e-3 # relative RMS, P ranks vs --gpus 1
+# accum: --gemm-accum of both sides (fp32, or fast for the FP8 GEMMs)
+accum=fp32
 # refname W TOKENS GEMM SMOOTH: the --gpus 1 reference's file
-refname() { echo "$work/ref_$(basename "$1" .safetensors)_${2}_${3//[:,]/_}_$4.safetensors"; }
+refname() { echo "$work/ref_$(basename "$1" .safetensors)_${2}_${3//[:,]/_}_$4_$accum.safetensors"; }
 # one W TOKENS TAG GEMM SMOOTH ARGS...: --gpus 1 reference (cached per
-# W/TOKENS/GEMM/SMOOTH) vs the run with ARGS (output sp_TAG), both with --smooth-v SMOOTH
+# W/TOKENS/GEMM/SMOOTH/accum) vs the run with ARGS (output sp_TAG), both with
+# --smooth-v SMOOTH and --gemm-accum $accum
 one() {
   local w=$1 n=$2 tag=$3 gemm=$4 sm=$5; shift 5
   local ref; ref=$(refname "$w" "$n" "$gemm" "$sm")
   if [ ! -f "$ref" ]; then
-    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v "$sm" --check none --repeat 1 --warmup 0 --quiet \
-      --output "$ref" >"$work/ref.log" 2>&1 || { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
+    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --gemm-accum $accum --smooth-v "$sm" --check none --repeat 1 \
+      --warmup 0 --quiet --output "$ref" >"$work/ref.log" 2>&1 ||
+      { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
   fi
   local out=$work/sp_$tag.safetensors res=
-  if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --smooth-v "$sm" --repeat 2 --warmup 1 --quiet \
-       --output "$out" "$@" \
+  if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --gemm-accum $accum --smooth-v "$sm" --repeat 2 --warmup 1 \
+       --quiet --output "$out" "$@" \
        >"$work/sp_$tag.log" 2>&1 && res=$("$st" diff "$out" "$ref" x $tol); then
     # the ranks must have smoothed exactly when asked (the report's attention line says so)
     if { [ "$sm" = on ] && ! grep -q "V smoothed (mean over all ranks' tokens)" "$work/sp_$tag.log"; } ||
        { [ "$sm" = off ] && grep -q "V smoothed" "$work/sp_$tag.log"; }; then
       echo "FAIL $tag: the report does not say V was smoothed exactly when --smooth-v $sm"; fail=1; return
+    fi
+    if [ $accum = fast ] && ! grep -q "fast accumulation)" "$work/sp_$tag.log"; then
+      echo "FAIL $tag: the report's gemm line does not name fast accumulation"; fail=1; return
     fi
     echo "ok   $tag: $res; block $(grep -E '^block total' "$work/sp_$tag.log" | tr -s ' ' | cut -d' ' -f3) ms"
   else
@@ -86,6 +94,11 @@ control "tiny P=2 fp8:qkv,out vs --gpus 1 bf16 at tol $tol" "$work/sp_tiny P=2 o
 [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
 for P in 2 4 7 8; do one "$work/block0.safetensors" 5000 "full S=5000 P=$P one-device" bf16 on --gpus $P --sp-one-device; done
 one "$work/block0.safetensors" 5000 "full S=5000 P=8 one-device fp8" fp8 on --gpus 8 --sp-one-device
+# every rank's cuBLASLt handle gets --gemm-accum fast
+accum=fast
+one "$work/tiny.safetensors" 300 "tiny P=2 one-device fp8 fast-accum" fp8 on --gpus 2 --sp-one-device
+one "$work/block0.safetensors" 5000 "full S=5000 P=8 one-device fp8 fast-accum" fp8 on --gpus 8 --sp-one-device
+accum=fp32
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 for P in 2 4 8; do
   if [ "$ngpu" -ge $P ]; then
