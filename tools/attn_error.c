@@ -21,6 +21,13 @@
  *   - "Q K per-token scales": one scale per token instead of per 128 tokens.
  *   - "P two-term": P as the sum of two e4m3 terms (a second P·V product).
  *   - "Q K exact": what a BF16 QKᵀ (half the FP8 rate) would give.
+ *   - "QK^T summed in FP16": what an FP16 accumulator for QKᵀ (wgmma
+ *     .f16.e4m3.e4m3: half the registers of FP32) would cost. Q and K codes
+ *     are taken at amax 16 instead of 448, so 128 products stay below FP16's
+ *     65504 (|sum| <= 128 * 16 * 16 = 32768), and each dot of codes is summed
+ *     in FP16: every k32 step's exact sum added with one rounding (the
+ *     hardware's internal order is not documented), or, as a worst case,
+ *     every product added with a rounding.
  *
  * The first rows check the method: the contract itself (cpu_quant_fp8 and
  * cpu_attention_fp8, key tile 128, online softmax against the running max)
@@ -45,7 +52,7 @@
 #define D 128
 
 /* Operand forms of Q and K the table compares (each costs one QKᵀ per row). */
-enum { QK_EXACT, QK_GROUP, QK_TOKEN, QK_ROT, QK_N };
+enum { QK_EXACT, QK_GROUP, QK_TOKEN, QK_ROT, QK_F16, QK_F16W, QK_N };
 /* V / P forms. */
 enum { VP_EXACT, VP_V, VP_P, VP_VP, VP_VP2, VP_N };
 
@@ -66,6 +73,9 @@ static const row_def ROWS[] = {
     {"Q K V P, P two-term", QK_GROUP, VP_VP2},
     {"Q K rotated, V, P two-term", QK_ROT, VP_VP2},
     {"V, P two-term, Q K exact", QK_EXACT, VP_VP2},
+    {"Q K V P, QK^T summed in FP16 per 32 keys (codes at amax 16)", QK_F16, VP_VP},
+    {"Q K alone, QK^T summed in FP16 per 32 keys", QK_F16, VP_EXACT},
+    {"Q K V P, QK^T summed in FP16 per product (worst case)", QK_F16W, VP_VP},
 };
 #define NROWS ((int)(sizeof ROWS / sizeof ROWS[0]))
 
@@ -120,13 +130,39 @@ static void rotate(double *x, const double *signs)
 /* Rows [r0, r1) of m [S][D] in place: x -> e4m3(x · 448/amax) · amax/448, one
  * scale over the block (1 if amax is 0), as the contract quantises. Returns
  * the scale. */
-static double round_block(double *m, int r0, int r1)
+static double round_block_to(double *m, int r0, int r1, double target, int keep_codes)
 {
     double amax = 0.0;
     for (size_t i = (size_t)r0 * D; i < (size_t)r1 * D; i++) amax = fmax(amax, fabs(m[i]));
-    const float inv = amax > 0 ? (float)(448.0 / amax) : 1.0f, s = amax > 0 ? (float)(amax / 448.0) : 1.0f;
-    for (size_t i = (size_t)r0 * D; i < (size_t)r1 * D; i++) m[i] = (double)h3_round_e4m3((float)m[i] * inv) * s;
+    const float inv = amax > 0 ? (float)(target / amax) : 1.0f, s = amax > 0 ? (float)(amax / target) : 1.0f;
+    for (size_t i = (size_t)r0 * D; i < (size_t)r1 * D; i++)
+        m[i] = (double)h3_round_e4m3((float)m[i] * inv) * (keep_codes ? 1.0f : s);
     return s;
+}
+
+static double round_block(double *m, int r0, int r1)
+{
+    return round_block_to(m, r0, r1, 448.0, 0);
+}
+
+/* FP16 accumulation of e4m3 codes (the wgmma .f16 accumulator): model
+ * "chunk" adds each k32 step's exact sum to the FP16 accumulator with one
+ * rounding; "each" rounds after every product (the worst case). Products of
+ * two e4m3 codes are exact in FP16. */
+static double dot_f16(const double *a, const double *b, int each)
+{
+    _Float16 acc = 0;
+    for (int c = 0; c < D; c += 32) {
+        double part = 0.0;
+        for (int d = c; d < c + 32; d++) {
+            if (each)
+                acc = (_Float16)((double)acc + a[d] * b[d]);
+            else
+                part += a[d] * b[d];
+        }
+        if (!each) acc = (_Float16)((double)acc + part);
+    }
+    return (double)acc;
 }
 
 static void round_groups(double *m, int S)
@@ -151,6 +187,7 @@ static void run_head(const uint16_t *t[3], int S, int H, int h, const double *si
     const size_t plane = (size_t)S * D;
     double *qk[QK_N][2], *vx = malloc(plane * sizeof(double)), *vq = malloc(plane * sizeof(double));
     double *w = malloc((size_t)S * sizeof(double)); /* P's multiplier 256 · s_v(group)/s_vmax per key */
+    double *s16[2] = {malloc((size_t)S * sizeof(double)), malloc((size_t)S * sizeof(double))}; /* QK_F16 scales */
     for (int f = 0; f < QK_N; f++)
         for (int a = 0; a < 2; a++) qk[f][a] = malloc(plane * sizeof(double));
     for (int a = 0; a < 2; a++)
@@ -166,6 +203,12 @@ static void run_head(const uint16_t *t[3], int S, int H, int h, const double *si
         for (int j = 0; j < S; j++) round_block(qk[QK_TOKEN][a], j, j + 1);
         for (int j = 0; j < S; j++) rotate(qk[QK_ROT][a] + (size_t)j * D, signs);
         round_groups(qk[QK_ROT][a], S);
+        for (int g = 0; g < S; g += H3_QGROUP) {
+            const int e = g + H3_QGROUP < S ? g + H3_QGROUP : S;
+            const double sg = round_block_to(qk[QK_F16][a], g, e, 16.0, 1);
+            for (int j = g; j < e; j++) s16[a][j] = sg;
+        }
+        memcpy(qk[QK_F16W][a], qk[QK_F16][a], plane * sizeof(double));
     }
     /* V rounded by groups; its scales give P's multiplier */
     double svmax = 0.0;
@@ -190,7 +233,10 @@ static void run_head(const uint16_t *t[3], int S, int H, int h, const double *si
                 const double *qi = qk[f][0] + (size_t)i * D;
                 double m = -INFINITY, l = 0.0;
                 for (int j = 0; j < S; j++) {
-                    x[j] = dot(qi, qk[f][1] + (size_t)j * D) * scale;
+                    if (f == QK_F16 || f == QK_F16W)
+                        x[j] = dot_f16(qi, qk[f][1] + (size_t)j * D, f == QK_F16W) * (s16[0][i] * s16[1][j]) * scale;
+                    else
+                        x[j] = dot(qi, qk[f][1] + (size_t)j * D) * scale;
                     m = fmax(m, x[j]);
                 }
                 for (int j = 0; j < S; j++) l += p[j] = exp(x[j] - m);
@@ -252,7 +298,7 @@ static void run_head(const uint16_t *t[3], int S, int H, int h, const double *si
     acc->n += (double)plane;
     for (int f = 0; f < QK_N; f++)
         for (int a = 0; a < 2; a++) free(qk[f][a]);
-    free(vx); free(vq); free(w);
+    free(vx); free(vq); free(w); free(s16[0]); free(s16[1]);
 }
 
 int main(int argc, char **argv)
