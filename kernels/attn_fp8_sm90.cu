@@ -48,6 +48,11 @@
  *        2026-12-04). Dropping the unused 96 KB FP32 copy (zeroed and read
  *        back once per CTA) made it 4.8% faster; 3 or 4 K/V stages in the
  *        freed space did not help (27.36-27.50 vs 27.35 ms).
+ *     130 EXPERIMENT, not yet run on a GPU (kFS16): 78 with S = Q K^T in
+ *        an FP16 accumulator (32 registers instead of 64) and the softmax on
+ *        f16x2 pairs; Q's codes scaled by 2^-9 in shared memory so no FP16
+ *        sum can overflow. Not the contract (docs/perf.md, 2026-12-05 third
+ *        session; docs/accuracy.md for what FP16 sums cost on the CPU).
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -103,6 +108,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "kernels.h"
 
@@ -583,7 +590,8 @@ static __device__ __forceinline__ void issue_qk_fresh(Consumer &c, uint64_t dq, 
 
 /* acc (+)= P V for the V^T tile at sv_addr (async; commit group);
  * accumulate = 0 starts acc afresh. */
-static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], Consumer &c, uint32_t sv_addr, bool accumulate)
+template <class C>
+static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], C &c, uint32_t sv_addr, bool accumulate)
 {
     const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
 #pragma unroll
@@ -631,6 +639,7 @@ enum : unsigned {
     kFTcAcc = 32u,     /* EXPERIMENT, fails the accuracy contract: O accumulated in the tensor cores */
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
     kFVMean = 65536u,  /* V smoothing: O = fma(acc, f, mu); such a variant runs only with a mean, the others only without */
+    kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -796,6 +805,194 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+/* ---- EXPERIMENT kFS16 (v130): wg3 never folded (v78) with S = Q K^T summed in FP16 ----
+ * The question: does an FP16 accumulator for Q K^T (wgmma .f16.e4m3.e4m3,
+ * 32 registers instead of 64) with the softmax on f16x2 pairs (max.f16x2,
+ * fma.rn.f16x2, ex2.approx.f16x2, a tree of add.f16x2 for the row sums, P8
+ * converted from f16x2) make the loop faster? Half the S registers; in the
+ * SASS 372 instructions per key tile against v78's 421 (no MUFU saved:
+ * ex2.approx.f16x2 is two MUFU.EX2.F16, plus PRMTs to pair the halves).
+ * FP16 overflows at 65504: with Q and K codes up to 448, 128 products reach
+ * 25.7M. So each consumer warpgroup first scales its Q codes in shared memory
+ * by 2^-9 (e4m3 -> f16 -> x 2^-9 -> e4m3 satfinite RNE; codes below 2^-6 of
+ * the new range lose precision, below 2^-10 become 0), which bounds every
+ * partial sum by 128 x 0.875 x 448 = 50176, and multiplies the tile scalar by
+ * 2^9. Not the contract: the softmax's bias (running max) is rounded to f16,
+ * the row sums are FP16 trees, P8 is rounded from f16 exps. For a timing and
+ * a measured accuracy; written and SASS-checked without a GPU (the f16
+ * accumulator's register layout, pairs of adjacent columns as in the f32
+ * one, is from the PTX ISA and unverified here). */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace {
+struct Consumer16 {
+    uint32_t s[32];   /* S as f16x2: s[2j] row g keys 8j + 2t, +1; s[2j + 1] the same keys of row g + 8; then p */
+    float o[64];      /* O accumulator (tensor cores, never folded) */
+    uint32_t p[4][4]; /* P8 as wgmma A fragments */
+    float m0, m1, l0, l1;
+};
+
+static __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hexp2_fma(uint32_t x, uint32_t c, uint32_t b)
+{
+    uint32_t r;
+    asm("{\n.reg .b32 y;\nfma.rn.f16x2 y, %1, %2, %3;\nex2.approx.f16x2 %0, y;\n}" : "=r"(r) : "r"(x), "r"(c), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t f2h2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static __device__ __forceinline__ float2 h2f(uint32_t a)
+{
+    float2 r;
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}"
+        : "=f"(r.x), "=f"(r.y)
+        : "r"(a));
+    return r;
+}
+/* e4m3 codes of the pairs a (bytes 0, 1) and b (bytes 2, 3), satfinite RNE */
+static __device__ __forceinline__ uint32_t e4m3x4_from_h2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 lo, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 hi, %2;\n"
+        "mov.b32 %0, {lo, hi};\n}"
+        : "=r"(r)
+        : "r"(a), "r"(b));
+    return r;
+}
+/* four e4m3 codes times 2^-9, back to e4m3 (satfinite RNE) */
+static __device__ __forceinline__ uint32_t e4m3x4_scale_2m9(uint32_t w)
+{
+    uint32_t r;
+    asm("{\n.reg .b16 a, b, ra, rb;\n.reg .b32 ha, hb;\n"
+        "mov.b32 {a, b}, %1;\n"
+        "cvt.rn.f16x2.e4m3x2 ha, a;\n"
+        "cvt.rn.f16x2.e4m3x2 hb, b;\n"
+        "mul.rn.f16x2 ha, ha, %2;\n"
+        "mul.rn.f16x2 hb, hb, %2;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 ra, ha;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 rb, hb;\n"
+        "mov.b32 %0, {ra, rb};\n}"
+        : "=r"(r)
+        : "r"(w), "r"(0x18001800u)); /* 2^-9 in both halves */
+    return r;
+}
+
+/* Consumer warpgroup wgi's 64 Q rows (8 KB at qb, thread tw's words tw +
+ * 128 i) times 2^-9, then made visible to wgmma (async proxy) and waited
+ * for by the whole warpgroup (named barrier 1 + wgi). */
+static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
+{
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        const uint32_t addr = qb + (uint32_t)(tw + 128 * i) * 4u;
+        uint32_t v;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+        v = e4m3x4_scale_2m9(v);
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+    }
+    sm90::fence_proxy_async_smem();
+    sm90::named_bar_sync(1 + wgi, 128);
+}
+
+static __device__ __forceinline__ void issue_qk16(Consumer16 &c, uint64_t dq, uint32_t sk_addr)
+{
+    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
+    sm90::wgmma_fence();
+    sm90::wgmma_ss_m64n128k32_f16_zero(c.s, dq, dk);
+#pragma unroll
+    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32_f16(c.s, dq + 2 * kk, dk + 2 * kk, 1);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sm90::fence_reg(c.s[i]);
+}
+
+/* keys >= kvalid (past S, last tile only) -> -inf in both rows */
+static __device__ __forceinline__ void mask_keys16(uint32_t *s, int kvalid, int t)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int k0 = 8 * j + 2 * t;
+        const uint32_t m = k0 >= kvalid ? 0xFFFFFFFFu : (k0 + 1 >= kvalid ? 0xFFFF0000u : 0u);
+        s[2 * j] = (s[2 * j] & ~m) | (0xFC00FC00u & m);
+        s[2 * j + 1] = (s[2 * j + 1] & ~m) | (0xFC00FC00u & m);
+    }
+}
+
+/* softmax on the f16x2 S (as softmax() with kExpScale), P8 fragments out */
+static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kvalid, int t, float &alpha0,
+                                                 float &alpha1, float lmult, float imult)
+{
+    if (kvalid < kBN) mask_keys16(c.s, kvalid, t);
+    uint32_t a[8], b[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        a[j] = hmax2(c.s[4 * j], c.s[4 * j + 2]);
+        b[j] = hmax2(c.s[4 * j + 1], c.s[4 * j + 3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a[j] = hmax2(a[j], a[j + 4]);
+        b[j] = hmax2(b[j], b[j + 4]);
+    }
+    a[0] = hmax2(hmax2(a[0], a[2]), hmax2(a[1], a[3]));
+    b[0] = hmax2(hmax2(b[0], b[2]), hmax2(b[1], b[3]));
+    /* (row g, row g + 8) in one pair: lo halves, hi halves, their max */
+    uint32_t m2 = hmax2(__byte_perm(a[0], b[0], 0x5410), __byte_perm(a[0], b[0], 0x7632));
+    m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 1));
+    m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 2));
+    const float2 mx = h2f(m2);
+    const float mn0 = fmaxf(c.m0, mx.x * cs), mn1 = fmaxf(c.m1, mx.y * cs);
+    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
+    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    const uint32_t cs2 = f2h2(cs, cs), bg = f2h2(lmult - mu0, lmult - mu0), bh = f2h2(lmult - mu1, lmult - mu1);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) c.s[i] = hexp2_fma(c.s[i], cs2, (i & 1) ? bh : bg);
+    /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        a[j] = hadd2(c.s[4 * j], c.s[4 * j + 2]);
+        b[j] = hadd2(c.s[4 * j + 1], c.s[4 * j + 3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a[j] = hadd2(a[j], a[j + 4]);
+        b[j] = hadd2(b[j], b[j + 4]);
+    }
+    const float2 sa = h2f(hadd2(hadd2(a[0], a[2]), hadd2(a[1], a[3])));
+    const float2 sb = h2f(hadd2(hadd2(b[0], b[2]), hadd2(b[1], b[3])));
+    c.m0 = mn0;
+    c.m1 = mn1;
+    c.l0 = c.l0 * alpha0 + (sa.x + sa.y) * imult;
+    c.l1 = c.l1 * alpha1 + (sb.x + sb.y) * imult;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        const uint32_t *x = c.s + 8 * kk;
+        c.p[kk][0] = e4m3x4_from_h2(x[0], x[2]);
+        c.p[kk][1] = e4m3x4_from_h2(x[1], x[3]);
+        c.p[kk][2] = e4m3x4_from_h2(x[4], x[6]);
+        c.p[kk][3] = e4m3x4_from_h2(x[5], x[7]);
+    }
+}
+} // namespace
+#endif
+
 /* ---- three consumer warpgroups (kernel "wg3") ----
  * CTA = 192 queries of one head, 512 threads = 4 warpgroups: WG0 the
  * producer (as above; Q arrives as three 64-row boxes), WG1..WG3 consumers
@@ -828,7 +1025,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kS16 = kF & kFS16;
+    static_assert(!kS16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace), "kFS16 is built on v78");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -865,12 +1063,12 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         float svmax = sv_max(sv_h, G, lane);
         const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
         const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
-        const float sqq = sq[(size_t)h * G + gq];
+        const float sqq = sq[(size_t)h * G + gq] * (kS16 ? 512.f : 1.f); /* kS16: Q's codes are scaled by 2^-9 below */
         const float r256 = 256.f / svmax;
 
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-        Consumer c;
+        std::conditional_t<kS16, Consumer16, Consumer> c;
         float mf0, mf1; /* the max o32 is relative to */
         if constexpr (kFlush != 0) {
             start_folded(c, o32, mf0, mf1);
@@ -883,24 +1081,32 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const int klast = S - (nkt - 1) * kBN;
         const bool tr = kXTrace && trace_start(tw, wgi);
         sm90::mbar_wait(bars.qfull(), 0);
+        if constexpr (kS16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
             const float skn = sk_h[n], svn = sv_h[n];
             sm90::mbar_wait(bars.kfull(st), ph);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
-            issue_qk_fresh(c, dq, sK + st * kTile);
+            if constexpr (kS16)
+                issue_qk16(c, dq, sK + st * kTile);
+            else
+                issue_qk_fresh(c, dq, sK + st * kTile);
             sm90::wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            for (int i = 0; i < (int)(sizeof c.s / sizeof c.s[0]); ++i) sm90::fence_reg(c.s[i]);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
             release(bars.kempty(st), lane);
             const float em = svn * r256;
             float alpha0, alpha1;
-            softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
-                               __log2f(em), rcp_approx(em));
+            if constexpr (kS16) /* P8 converted inside */
+                softmax16(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                          rcp_approx(em));
+            else
+                softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                                   __log2f(em), rcp_approx(em));
             rescale_o(c, alpha0, alpha1);
-            convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+            if constexpr (!kS16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
             issue_pv_to(c.o, c, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
@@ -1195,6 +1401,8 @@ static const Variant *variants(int *count)
         make_variant3<2, 8, kFExpScale>("v73 wg3, O folded every 8 tiles"),
         make_variant3<2, 0, kFExpScale | kFVMean>("v78 wg3, O never folded, V's mean added (for smoothed V)"),
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16>(
+            "v130 EXPERIMENT v78 with Q K^T summed in FP16 and the softmax on f16x2 (Q codes scaled by 2^-9)"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),

@@ -17,6 +17,12 @@
  *   F   WG2 runs 16 independent FFMA chains per thread (y = fma(y, a, b)),
  *       about as long as T: the FMA pipe that a polynomial exp2 would use.
  *   TF  T and F at once.
+ *   I   WG2 runs 16 independent integer chains per thread (y = (y ^ a) + b:
+ *       LOP3 / IADD3 on the ALU pipe), as long as F.
+ *   TI  T and I at once.
+ *   Th, TEh, TEsh, TFh: T, TE, TEs, TF with the wgmma accumulating in FP16
+ *       (m64n128k32.f16.e4m3.e4m3, 32 accumulator registers instead of 64):
+ *       whether the accumulator's register traffic is what the units share.
  * Iteration counts are chosen so that T and E alone take about as long;
  * TE ~ max(T, E) means the units overlap, TE ~ T + E that they do not.
  *
@@ -43,7 +49,7 @@ constexpr int kExpPerGroup = 4;   /* exp iterations (x kChains ex2 per thread) p
 constexpr int kFmaPerGroup = 32;  /* FFMA iterations (x kChains) per tensor group, balancing F with T */
 constexpr int kSmem = 8192 + 16384 + 1024; /* A 64x128 B, B 128x128 B, 1024-alignment slack */
 
-enum { kModeT = 1, kModeE = 2, kModeSame = 4, kModeF = 8 };
+enum { kModeT = 1, kModeE = 2, kModeSame = 4, kModeF = 8, kModeH = 16, kModeI = 32 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 static __device__ __forceinline__ float ex2(float x)
@@ -59,6 +65,48 @@ static __device__ __forceinline__ void exp_chains(float (&y)[kChains], int iters
     for (int i = 0; i < iters; ++i)
 #pragma unroll
         for (int c = 0; c < kChains; ++c) y[c] = ex2(fmaf(y[c], -1.f, 0.5f));
+}
+
+/* WG0/WG1 in the T modes: groups of 4 wgmma m64n128k32 e4m3 into an FP32
+ * (Acc float, 64 registers) or FP16 (Acc uint32_t = f16x2, 32) accumulator;
+ * in TEs the exp chains run between issuing a group and waiting for it.
+ * Returns a value that depends on the accumulator (keeps the work). */
+template <int kMode, typename Acc, int kN>
+static __device__ __forceinline__ float tensor_groups(uint32_t base, int groups, float (&y)[kChains])
+{
+    Acc acc[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) acc[i] = 0;
+    const uint64_t da = sm90::desc_k128_sw128(base), db = sm90::desc_k128_sw128(base + 8192);
+    for (int n = 0; n < groups; ++n) {
+#pragma unroll
+        for (int i = 0; i < kN; ++i) sm90::fence_reg(acc[i]);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            if constexpr (kN == 32)
+                sm90::wgmma_ss_m64n128k32_f16(acc, da + 2 * kk, db + 2 * kk, 1);
+            else
+                sm90::wgmma_ss_m64n128k32(acc, da + 2 * kk, db + 2 * kk, 1);
+        }
+        sm90::wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < kN; ++i) sm90::fence_reg(acc[i]);
+        if (kMode & kModeSame) /* unrolled: a loop here made ptxas serialise the wgmma (C7514) */
+#pragma unroll
+            for (int i = 0; i < kExpPerGroup; ++i)
+#pragma unroll
+                for (int c = 0; c < kChains; ++c) y[c] = ex2(fmaf(y[c], -1.f, 0.5f));
+        if (kMode & kModeSame)
+            sm90::wgmma_wait<0>(); /* wait<1> with exps in between: ptxas serialised the wgmma (C7514) */
+        else
+            sm90::wgmma_wait<1>();
+    }
+    sm90::wgmma_wait<0>();
+    float out = 0.f;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) out += (float)acc[i];
+    return out;
 }
 #endif
 
@@ -78,38 +126,30 @@ template <int kMode> __global__ void __launch_bounds__(kThreads, 1) probe_kernel
     for (int c = 0; c < kChains; ++c) y[c] = 0.5f + 0.01f * (float)((threadIdx.x + c) % 7);
     float out = 0.f;
     if (wg < 2 && (kMode & kModeT)) {
-        float acc[64];
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-        const uint64_t da = sm90::desc_k128_sw128(base), db = sm90::desc_k128_sw128(base + 8192);
-        for (int n = 0; n < groups; ++n) {
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
-            sm90::wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(acc, da + 2 * kk, db + 2 * kk, 1);
-            sm90::wgmma_commit();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
-            if (kMode & kModeSame) /* unrolled: a loop here made ptxas serialise the wgmma (C7514) */
-#pragma unroll
-                for (int i = 0; i < kExpPerGroup; ++i)
-#pragma unroll
-                    for (int c = 0; c < kChains; ++c) y[c] = ex2(fmaf(y[c], -1.f, 0.5f));
-            if (kMode & kModeSame)
-                sm90::wgmma_wait<0>(); /* wait<1> with exps in between: ptxas serialised the wgmma (C7514) */
-            else
-                sm90::wgmma_wait<1>();
-        }
-        sm90::wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; ++i) out += acc[i];
+        if constexpr ((kMode & kModeH) != 0)
+            out += tensor_groups<kMode, uint32_t, 32>(base, groups, y);
+        else
+            out += tensor_groups<kMode, float, 64>(base, groups, y);
     }
     if (wg == 2 && (kMode & kModeE)) exp_chains(y, kExpPerGroup * groups);
     if (wg == 2 && (kMode & kModeF))
         for (int i = 0; i < kFmaPerGroup * groups; ++i)
 #pragma unroll
             for (int c = 0; c < kChains; ++c) y[c] = fmaf(y[c], 0.999f, 0.001f);
+    if (wg == 2 && (kMode & kModeI)) {
+        uint32_t u[kChains];
+#pragma unroll
+        for (int c = 0; c < kChains; ++c) u[c] = threadIdx.x + c;
+        for (int i = 0; i < kFmaPerGroup * groups; ++i)
+#pragma unroll
+            for (int c = 0; c < kChains; ++c) {
+                uint32_t r;
+                asm volatile("{\n.reg .b32 x;\nxor.b32 x, %1, 0x5bd1e995;\nadd.u32 %0, x, 0x1234567;\n}" : "=r"(r) : "r"(u[c]));
+                u[c] = r;
+            }
+#pragma unroll
+        for (int c = 0; c < kChains; ++c) out += (float)(u[c] & 7u);
+    }
 #pragma unroll
     for (int c = 0; c < kChains; ++c) out += y[c];
     if (out == 12345.678f) sink[threadIdx.x] = out; /* keeps the work; never true in practice */
@@ -155,9 +195,9 @@ template <int kMode> static int time_mode(const char *name, int sms, int groups,
     const double flop = (kMode & kModeT) ? 2.0 * sms * groups * 4 * 2.0 * 64 * 128 * 32 : 0.0;
     const double ex2n = (double)sms * 128 * kChains * kExpPerGroup * groups *
                         (((kMode & kModeE) ? 1 : 0) + ((kMode & kModeSame) ? 2 : 0));
-    const double fman = (kMode & kModeF) ? (double)sms * 128 * kChains * kFmaPerGroup * groups : 0.0;
-    printf("%-4s %9.3f ms  tensor %7.1f TFLOPS  ex2 %5.2f  ffma %6.1f per SM per clock (at %.3f GHz)\n", name, med,
-           flop / (med * 1e-3) / 1e12, ex2n / sms / (med * 1e-3 * clk_ghz * 1e9),
+    const double fman = (kMode & (kModeF | kModeI)) ? (double)sms * 128 * kChains * kFmaPerGroup * groups : 0.0;
+    printf("%-4s %9.3f ms  tensor %7.1f TFLOPS  ex2 %5.2f  %s %6.1f per SM per clock (at %.3f GHz)\n", name, med,
+           flop / (med * 1e-3) / 1e12, ex2n / sms / (med * 1e-3 * clk_ghz * 1e9), (kMode & kModeI) ? "ialu" : "ffma",
            fman / sms / (med * 1e-3 * clk_ghz * 1e9), clk_ghz);
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
@@ -176,7 +216,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
-            fprintf(stderr, "usage: overlap_probe [--groups N] [--reps R (1..64)] [--only T|E|TE|TEs|F|TF]\n");
+            fprintf(stderr, "usage: overlap_probe [--groups N] [--reps R (1..64)] [--only MODE] (MODE: T E TE TEs F TF I TI Th "
+                            "TEh TEsh TFh)\n");
             return 2;
         }
     }
@@ -184,9 +225,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "overlap_probe: --groups must be >= 1 and --reps 1..64\n");
         return 2;
     }
-    if (only && strcmp(only, "T") && strcmp(only, "E") && strcmp(only, "TE") && strcmp(only, "TEs") &&
-        strcmp(only, "F") && strcmp(only, "TF")) {
-        fprintf(stderr, "overlap_probe: --only %s: not one of T, E, TE, TEs, F, TF\n", only);
+    static const char *const kModes[] = {"T", "E", "TE", "TEs", "F", "TF", "I", "TI", "Th", "TEh", "TEsh", "TFh"};
+    int known = !only;
+    for (size_t i = 0; i < sizeof kModes / sizeof kModes[0] && !known; ++i) known = !strcmp(only, kModes[i]);
+    if (!known) {
+        fprintf(stderr, "overlap_probe: --only %s: not one of T E TE TEs F TF I TI Th TEh TEsh TFh\n", only);
         return 2;
     }
     int dev = 0, major = 0, minor = 0, sms = 0, clk_khz = 0, ndev = 0;
@@ -214,6 +257,13 @@ int main(int argc, char **argv)
     if (!only || !strcmp(only, "TEs")) rc |= time_mode<kModeT | kModeSame>("TEs", sms, groups, reps, sink, ghz);
     if (!only || !strcmp(only, "F")) rc |= time_mode<kModeF>("F", sms, groups, reps, sink, ghz);
     if (!only || !strcmp(only, "TF")) rc |= time_mode<kModeT | kModeF>("TF", sms, groups, reps, sink, ghz);
+    if (!only || !strcmp(only, "I")) rc |= time_mode<kModeI>("I", sms, groups, reps, sink, ghz);
+    if (!only || !strcmp(only, "TI")) rc |= time_mode<kModeT | kModeI>("TI", sms, groups, reps, sink, ghz);
+    if (!only || !strcmp(only, "Th")) rc |= time_mode<kModeT | kModeH>("Th", sms, groups, reps, sink, ghz);
+    if (!only || !strcmp(only, "TEh")) rc |= time_mode<kModeT | kModeE | kModeH>("TEh", sms, groups, reps, sink, ghz);
+    if (!only || !strcmp(only, "TEsh"))
+        rc |= time_mode<kModeT | kModeSame | kModeH>("TEsh", sms, groups, reps, sink, ghz);
+    if (!only || !strcmp(only, "TFh")) rc |= time_mode<kModeT | kModeF | kModeH>("TFh", sms, groups, reps, sink, ghz);
     cudaFree(sink);
     return rc;
 }
