@@ -53,6 +53,9 @@
  *        f16x2 pairs; Q's codes scaled by 2^-9 in shared memory so no FP16
  *        sum can overflow. Not the contract (docs/perf.md, 2026-12-05 third
  *        session; docs/accuracy.md for what FP16 sums cost on the CPU).
+ *     131 EXPERIMENT, not yet run (kFS16F): 130's FP16 accumulator alone,
+ *        S unpacked to FP32 after the wait for v78's softmax (which of the
+ *        two changes any speed difference comes from).
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -640,6 +643,7 @@ enum : unsigned {
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
     kFVMean = 65536u,  /* V smoothing: O = fma(acc, f, mu); such a variant runs only with a mean, the others only without */
     kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
+    kFS16F = 262144u,  /* EXPERIMENT: as kFS16 but S unpacked to FP32 after the wait and v78's softmax (the accumulator alone) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -910,16 +914,16 @@ static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
     sm90::named_bar_sync(1 + wgi, 128);
 }
 
-static __device__ __forceinline__ void issue_qk16(Consumer16 &c, uint64_t dq, uint32_t sk_addr)
+static __device__ __forceinline__ void issue_qk16(uint32_t (&s16)[32], uint64_t dq, uint32_t sk_addr)
 {
     const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
     sm90::wgmma_fence();
-    sm90::wgmma_ss_m64n128k32_f16_zero(c.s, dq, dk);
+    sm90::wgmma_ss_m64n128k32_f16_zero(s16, dq, dk);
 #pragma unroll
-    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32_f16(c.s, dq + 2 * kk, dk + 2 * kk, 1);
+    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32_f16(s16, dq + 2 * kk, dk + 2 * kk, 1);
     sm90::wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < 32; ++i) sm90::fence_reg(c.s[i]);
+    for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
 }
 
 /* keys >= kvalid (past S, last tile only) -> -inf in both rows */
@@ -1025,8 +1029,10 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kS16 = kF & kFS16;
-    static_assert(!kS16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace), "kFS16 is built on v78");
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kS16 = kF & kFS16, kS16F = kF & kFS16F;
+    constexpr bool kQ16 = kS16 || kS16F; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
+    static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace && !(kS16 && kS16F)),
+                  "kFS16 / kFS16F are built on v78, one at a time");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -1063,7 +1069,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         float svmax = sv_max(sv_h, G, lane);
         const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
         const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
-        const float sqq = sq[(size_t)h * G + gq] * (kS16 ? 512.f : 1.f); /* kS16: Q's codes are scaled by 2^-9 below */
+        const float sqq = sq[(size_t)h * G + gq] * (kQ16 ? 512.f : 1.f); /* kQ16: Q's codes are scaled by 2^-9 below */
         const float r256 = 256.f / svmax;
 
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
@@ -1081,20 +1087,35 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const int klast = S - (nkt - 1) * kBN;
         const bool tr = kXTrace && trace_start(tw, wgi);
         sm90::mbar_wait(bars.qfull(), 0);
-        if constexpr (kS16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
+        if constexpr (kQ16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
             const float skn = sk_h[n], svn = sv_h[n];
             sm90::mbar_wait(bars.kfull(st), ph);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
-            if constexpr (kS16)
-                issue_qk16(c, dq, sK + st * kTile);
-            else
-                issue_qk_fresh(c, dq, sK + st * kTile);
-            sm90::wgmma_wait<0>();
+            if constexpr (kS16) {
+                issue_qk16(c.s, dq, sK + st * kTile);
+                sm90::wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < (int)(sizeof c.s / sizeof c.s[0]); ++i) sm90::fence_reg(c.s[i]);
+                for (int i = 0; i < 32; ++i) sm90::fence_reg(c.s[i]);
+            } else if constexpr (kS16F) { /* FP16 accumulator, unpacked: d16[i] holds d32[2i], d32[2i + 1] */
+                uint32_t s16[32];
+                issue_qk16(s16, dq, sK + st * kTile);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 32; ++i) {
+                    sm90::fence_reg(s16[i]);
+                    const float2 f = h2f(s16[i]);
+                    c.s[2 * i] = f.x;
+                    c.s[2 * i + 1] = f.y;
+                }
+            } else {
+                issue_qk_fresh(c, dq, sK + st * kTile);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            }
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
             release(bars.kempty(st), lane);
             const float em = svn * r256;
@@ -1403,6 +1424,8 @@ static const Variant *variants(int *count)
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
         make_variant3<2, 0, kFExpScale | kFVMean | kFS16>(
             "v130 EXPERIMENT v78 with Q K^T summed in FP16 and the softmax on f16x2 (Q codes scaled by 2^-9)"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16F>(
+            "v131 EXPERIMENT v78 with Q K^T summed in FP16, unpacked to FP32 for v78's softmax (Q codes scaled by 2^-9)"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
