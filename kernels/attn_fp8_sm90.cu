@@ -938,26 +938,36 @@ static __device__ __forceinline__ void mask_keys16(uint32_t *s, int kvalid, int 
     }
 }
 
+/* The thread's 16 pairs of row g (s[2j]) and of row g + 8 (s[2j + 1])
+ * combined by Op as two trees of depth 4; each result is still a pair (its
+ * halves not combined). Max and the row sums use the same shape. */
+template <uint32_t (*Op)(uint32_t, uint32_t)>
+static __device__ __forceinline__ void row_trees16(const uint32_t *s, uint32_t &row_g, uint32_t &row_g8)
+{
+    uint32_t a[8], b[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        a[j] = Op(s[4 * j], s[4 * j + 2]);
+        b[j] = Op(s[4 * j + 1], s[4 * j + 3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a[j] = Op(a[j], a[j + 4]);
+        b[j] = Op(b[j], b[j + 4]);
+    }
+    row_g = Op(Op(a[0], a[2]), Op(a[1], a[3]));
+    row_g8 = Op(Op(b[0], b[2]), Op(b[1], b[3]));
+}
+
 /* softmax on the f16x2 S (as softmax() with kExpScale), P8 fragments out */
 static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kvalid, int t, float &alpha0,
                                                  float &alpha1, float lmult, float imult)
 {
     if (kvalid < kBN) mask_keys16(c.s, kvalid, t);
-    uint32_t a[8], b[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        a[j] = hmax2(c.s[4 * j], c.s[4 * j + 2]);
-        b[j] = hmax2(c.s[4 * j + 1], c.s[4 * j + 3]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        a[j] = hmax2(a[j], a[j + 4]);
-        b[j] = hmax2(b[j], b[j + 4]);
-    }
-    a[0] = hmax2(hmax2(a[0], a[2]), hmax2(a[1], a[3]));
-    b[0] = hmax2(hmax2(b[0], b[2]), hmax2(b[1], b[3]));
+    uint32_t ma, mb;
+    row_trees16<hmax2>(c.s, ma, mb);
     /* (row g, row g + 8) in one pair: lo halves, hi halves, their max */
-    uint32_t m2 = hmax2(__byte_perm(a[0], b[0], 0x5410), __byte_perm(a[0], b[0], 0x7632));
+    uint32_t m2 = hmax2(__byte_perm(ma, mb, 0x5410), __byte_perm(ma, mb, 0x7632));
     m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 1));
     m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 2));
     const float2 mx = h2f(m2);
@@ -969,18 +979,9 @@ static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kv
 #pragma unroll
     for (int i = 0; i < 32; ++i) c.s[i] = hexp2_fma(c.s[i], cs2, (i & 1) ? bh : bg);
     /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        a[j] = hadd2(c.s[4 * j], c.s[4 * j + 2]);
-        b[j] = hadd2(c.s[4 * j + 1], c.s[4 * j + 3]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        a[j] = hadd2(a[j], a[j + 4]);
-        b[j] = hadd2(b[j], b[j + 4]);
-    }
-    const float2 sa = h2f(hadd2(hadd2(a[0], a[2]), hadd2(a[1], a[3])));
-    const float2 sb = h2f(hadd2(hadd2(b[0], b[2]), hadd2(b[1], b[3])));
+    uint32_t la, lb;
+    row_trees16<hadd2>(c.s, la, lb);
+    const float2 sa = h2f(la), sb = h2f(lb);
     c.m0 = mn0;
     c.m1 = mn1;
     c.l0 = c.l0 * alpha0 + (sa.x + sa.y) * imult;

@@ -127,9 +127,10 @@ static void rotate(double *x, const double *signs)
     for (int d = 0; d < D; d++) x[d] *= 0.08838834764831845; /* 128^-1/2 */
 }
 
-/* Rows [r0, r1) of m [S][D] in place: x -> e4m3(x · 448/amax) · amax/448, one
- * scale over the block (1 if amax is 0), as the contract quantises. Returns
- * the scale. */
+/* Rows [r0, r1) of m [S][D] in place: x -> e4m3(x · target/amax) · amax/target
+ * (the contract quantises with target 448), one scale over the block (1 if
+ * amax is 0); keep_codes leaves the codes, without the scale. Returns the
+ * scale. */
 static double round_block_to(double *m, int r0, int r1, double target, int keep_codes)
 {
     double amax = 0.0;
@@ -165,9 +166,21 @@ static double dot_f16(const double *a, const double *b, int each)
     return (double)acc;
 }
 
+/* m rounded per 128-token group as round_block_to does; tok_scale (or NULL)
+ * gets each token's group scale. */
+static void round_groups_to(double *m, int S, double target, int keep_codes, double *tok_scale)
+{
+    for (int g = 0; g < S; g += H3_QGROUP) {
+        const int e = g + H3_QGROUP < S ? g + H3_QGROUP : S;
+        const double s = round_block_to(m, g, e, target, keep_codes);
+        if (tok_scale)
+            for (int j = g; j < e; j++) tok_scale[j] = s;
+    }
+}
+
 static void round_groups(double *m, int S)
 {
-    for (int g = 0; g < S; g += H3_QGROUP) round_block(m, g, g + H3_QGROUP < S ? g + H3_QGROUP : S);
+    round_groups_to(m, S, 448.0, 0, NULL);
 }
 
 static double dot(const double *a, const double *b)
@@ -203,21 +216,13 @@ static void run_head(const uint16_t *t[3], int S, int H, int h, const double *si
         for (int j = 0; j < S; j++) round_block(qk[QK_TOKEN][a], j, j + 1);
         for (int j = 0; j < S; j++) rotate(qk[QK_ROT][a] + (size_t)j * D, signs);
         round_groups(qk[QK_ROT][a], S);
-        for (int g = 0; g < S; g += H3_QGROUP) {
-            const int e = g + H3_QGROUP < S ? g + H3_QGROUP : S;
-            const double sg = round_block_to(qk[QK_F16][a], g, e, 16.0, 1);
-            for (int j = g; j < e; j++) s16[a][j] = sg;
-        }
+        round_groups_to(qk[QK_F16][a], S, 16.0, 1, s16[a]);
         memcpy(qk[QK_F16W][a], qk[QK_F16][a], plane * sizeof(double));
     }
     /* V rounded by groups; its scales give P's multiplier */
     double svmax = 0.0;
-    for (int g = 0; g < S; g += H3_QGROUP) {
-        const int e = g + H3_QGROUP < S ? g + H3_QGROUP : S;
-        const double s = round_block(vq, g, e);
-        svmax = fmax(svmax, s);
-        for (int j = g; j < e; j++) w[j] = s;
-    }
+    round_groups_to(vq, S, 448.0, 0, w);
+    for (int j = 0; j < S; j++) svmax = fmax(svmax, w[j]);
     for (int j = 0; j < S; j++) w[j] = 256.0 * w[j] / svmax;
     const double scale = 1.0 / sqrt((double)D);
     int need[QK_N] = {1 << VP_EXACT}; /* the V/P forms each Q K form's rows use; the reference's */

@@ -204,6 +204,34 @@ template <int kMode> static int time_mode(const char *name, int sms, int groups,
     return 0;
 }
 
+/* The modes, in the order a run without --only times them: one list for the
+ * runs, the usage line and the --only check. */
+struct ModeEntry {
+    const char *name;
+    int (*run)(const char *, int, int, int, float *, double);
+};
+static const ModeEntry kModes[] = {
+    {"T", time_mode<kModeT>},
+    {"E", time_mode<kModeE>},
+    {"TE", time_mode<kModeT | kModeE>},
+    {"TEs", time_mode<kModeT | kModeSame>},
+    {"F", time_mode<kModeF>},
+    {"TF", time_mode<kModeT | kModeF>},
+    {"I", time_mode<kModeI>},
+    {"TI", time_mode<kModeT | kModeI>},
+    {"Th", time_mode<kModeT | kModeH>},
+    {"TEh", time_mode<kModeT | kModeE | kModeH>},
+    {"TEsh", time_mode<kModeT | kModeSame | kModeH>},
+    {"TFh", time_mode<kModeT | kModeF | kModeH>},
+};
+constexpr int kNModes = (int)(sizeof kModes / sizeof kModes[0]);
+
+static void print_mode_names(void)
+{
+    for (int i = 0; i < kNModes; ++i) fprintf(stderr, " %s", kModes[i].name);
+    fprintf(stderr, ")\n");
+}
+
 int main(int argc, char **argv)
 {
     int groups = 20000, reps = 11;
@@ -216,8 +244,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
-            fprintf(stderr, "usage: overlap_probe [--groups N] [--reps R (1..64)] [--only MODE] (MODE: T E TE TEs F TF I TI Th "
-                            "TEh TEsh TFh)\n");
+            fprintf(stderr, "usage: overlap_probe [--groups N] [--reps R (1..64)] [--only MODE] (MODE:");
+            print_mode_names();
             return 2;
         }
     }
@@ -225,11 +253,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "overlap_probe: --groups must be >= 1 and --reps 1..64\n");
         return 2;
     }
-    static const char *const kModes[] = {"T", "E", "TE", "TEs", "F", "TF", "I", "TI", "Th", "TEh", "TEsh", "TFh"};
     int known = !only;
-    for (size_t i = 0; i < sizeof kModes / sizeof kModes[0] && !known; ++i) known = !strcmp(only, kModes[i]);
+    for (int i = 0; i < kNModes && !known; ++i) known = !strcmp(only, kModes[i].name);
     if (!known) {
-        fprintf(stderr, "overlap_probe: --only %s: not one of T E TE TEs F TF I TI Th TEh TEsh TFh\n", only);
+        fprintf(stderr, "overlap_probe: --only %s: not a mode (one of:", only);
+        print_mode_names();
         return 2;
     }
     int dev = 0, major = 0, minor = 0, sms = 0, clk_khz = 0, ndev = 0;
@@ -251,19 +279,8 @@ int main(int argc, char **argv)
     printf("overlap_probe: %d SMs, %d groups of 4 wgmma m64n128k32 per warpgroup, %d ex2 per exp thread per group\n",
            sms, groups, kChains * kExpPerGroup);
     int rc = 0;
-    if (!only || !strcmp(only, "T")) rc |= time_mode<kModeT>("T", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "E")) rc |= time_mode<kModeE>("E", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TE")) rc |= time_mode<kModeT | kModeE>("TE", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TEs")) rc |= time_mode<kModeT | kModeSame>("TEs", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "F")) rc |= time_mode<kModeF>("F", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TF")) rc |= time_mode<kModeT | kModeF>("TF", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "I")) rc |= time_mode<kModeI>("I", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TI")) rc |= time_mode<kModeT | kModeI>("TI", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "Th")) rc |= time_mode<kModeT | kModeH>("Th", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TEh")) rc |= time_mode<kModeT | kModeE | kModeH>("TEh", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TEsh"))
-        rc |= time_mode<kModeT | kModeSame | kModeH>("TEsh", sms, groups, reps, sink, ghz);
-    if (!only || !strcmp(only, "TFh")) rc |= time_mode<kModeT | kModeF | kModeH>("TFh", sms, groups, reps, sink, ghz);
+    for (int i = 0; i < kNModes; ++i)
+        if (!only || !strcmp(only, kModes[i].name)) rc |= kModes[i].run(kModes[i].name, sms, groups, reps, sink, ghz);
     cudaFree(sink);
     return rc;
 }
