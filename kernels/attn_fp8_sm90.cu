@@ -56,6 +56,13 @@
  *     131 EXPERIMENT, not yet run (kFS16F): 130's FP16 accumulator alone,
  *        S unpacked to FP32 after the wait for v78's softmax (which of the
  *        two changes any speed difference comes from).
+ *     132 EXPERIMENT, not yet run (kFS16P): 131's arithmetic with QK^T(n+1)
+ *        issued beside PV(n) and softmax(n+1) under PV(n) in each of the
+ *        three warpgroups -- the overlap v120/v121 could not fit in 160
+ *        registers with an FP32 S (see ConsumerP). 133 (kFS16P | kFS16): 130
+ *        so pipelined. 134, 135: 132, 133 with P(n) kept live through
+ *        softmax(n+1) (kFS16PL), so that the PV wait follows every exp.
+ *        133-135 spill, so they are built only with -DH3_SM90_SPILLING=ON.
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -593,8 +600,8 @@ static __device__ __forceinline__ void issue_qk_fresh(Consumer &c, uint64_t dq, 
 
 /* acc (+)= P V for the V^T tile at sv_addr (async; commit group);
  * accumulate = 0 starts acc afresh. */
-template <class C>
-static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], C &c, uint32_t sv_addr, bool accumulate)
+static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], uint32_t (&p)[4][4], uint32_t sv_addr,
+                                                   bool accumulate)
 {
     const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
 #pragma unroll
@@ -602,10 +609,10 @@ static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], C &c, uint3
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) sm90::fence_reg(c.p[kk][r]);
+        for (int r = 0; r < 4; ++r) sm90::fence_reg(p[kk][r]);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(acc, c.p[kk], dv + 2 * kk, accumulate || kk > 0);
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(acc, p[kk], dv + 2 * kk, accumulate || kk > 0);
     sm90::wgmma_commit();
 #pragma unroll
     for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
@@ -644,6 +651,8 @@ enum : unsigned {
     kFVMean = 65536u,  /* V smoothing: O = fma(acc, f, mu); such a variant runs only with a mean, the others only without */
     kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
     kFS16F = 262144u,  /* EXPERIMENT: as kFS16 but S unpacked to FP32 after the wait and v78's softmax (the accumulator alone) */
+    kFS16P = 524288u,  /* EXPERIMENT: kFS16F's numerics, QK^T(n+1) issued with PV(n), softmax(n+1) under PV(n) (ConsumerP) */
+    kFS16PL = 1048576u, /* EXPERIMENT, with kFS16P: P(n) kept live through softmax(n+1) (keep_live), so the PV wait comes after it */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -959,28 +968,50 @@ static __device__ __forceinline__ void row_trees16(const uint32_t *s, uint32_t &
     row_g8 = Op(Op(b[0], b[2]), Op(b[1], b[3]));
 }
 
-/* softmax on the f16x2 S (as softmax() with kExpScale), P8 fragments out */
-static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kvalid, int t, float &alpha0,
-                                                 float &alpha1, float lmult, float imult)
+/* The new running maxima of a packed S tile's two rows (max on f16x2 is
+ * exact, so the maxima equal those of the unpacked values): mn = max(m,
+ * cs max s), and mu, the exponents' bias (0 while a row has no valid key). */
+template <class C>
+static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const C &c, float cs, float &mn0,
+                                                 float &mn1, float &mu0, float &mu1)
 {
-    if (kvalid < kBN) mask_keys16(c.s, kvalid, t);
     uint32_t ma, mb;
-    row_trees16<hmax2>(c.s, ma, mb);
+    row_trees16<hmax2>(s, ma, mb);
     /* (row g, row g + 8) in one pair: lo halves, hi halves, their max */
     uint32_t m2 = hmax2(__byte_perm(ma, mb, 0x5410), __byte_perm(ma, mb, 0x7632));
     m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 1));
     m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 2));
     const float2 mx = h2f(m2);
-    const float mn0 = fmaxf(c.m0, mx.x * cs), mn1 = fmaxf(c.m1, mx.y * cs);
-    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
-    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    mn0 = fmaxf(c.m0, mx.x * cs);
+    mn1 = fmaxf(c.m1, mx.y * cs);
+    mu0 = mn0 == -INFINITY ? 0.f : mn0;
+    mu1 = mn1 == -INFINITY ? 0.f : mn1;
+}
+
+/* softmax on the f16x2 S (as softmax() with kExpScale), P8 fragments into
+ * p. kMask: 0 masks when kvalid < 128 (v130), 1 never, 2 always (v133's
+ * loop, which must not branch with a wgmma in flight; nor may the alpha
+ * selects, so there alpha = ex2(m - mu) gives the 0 of m = -inf). */
+template <int kMask = 0, class C>
+static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], C &c, uint32_t (&p)[4][4], float cs, int kvalid,
+                                                 int t, float &alpha0, float &alpha1, float lmult, float imult)
+{
+    if (kMask == 2 || (kMask == 0 && kvalid < kBN)) mask_keys16(s, kvalid, t);
+    float mn0, mn1, mu0, mu1;
+    row_max16(s, c, cs, mn0, mn1, mu0, mu1);
+    if constexpr (kMask == 0) {
+        alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
+        alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
+    } else {
+        alpha0 = ex2(c.m0 - mu0);
+        alpha1 = ex2(c.m1 - mu1);
+    }
     const uint32_t cs2 = f2h2(cs, cs), bg = f2h2(lmult - mu0, lmult - mu0), bh = f2h2(lmult - mu1, lmult - mu1);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) c.s[i] = hexp2_fma(c.s[i], cs2, (i & 1) ? bh : bg);
+    for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
     /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
     uint32_t la, lb;
-    row_trees16<hadd2>(c.s, la, lb);
+    row_trees16<hadd2>(s, la, lb);
     const float2 sa = h2f(la), sb = h2f(lb);
     c.m0 = mn0;
     c.m1 = mn1;
@@ -988,12 +1019,98 @@ static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kv
     c.l1 = c.l1 * alpha1 + (sb.x + sb.y) * imult;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-        const uint32_t *x = c.s + 8 * kk;
-        c.p[kk][0] = e4m3x4_from_h2(x[0], x[2]);
-        c.p[kk][1] = e4m3x4_from_h2(x[1], x[3]);
-        c.p[kk][2] = e4m3x4_from_h2(x[4], x[6]);
-        c.p[kk][3] = e4m3x4_from_h2(x[5], x[7]);
+        const uint32_t *x = s + 8 * kk;
+        p[kk][0] = e4m3x4_from_h2(x[0], x[2]);
+        p[kk][1] = e4m3x4_from_h2(x[1], x[3]);
+        p[kk][2] = e4m3x4_from_h2(x[4], x[6]);
+        p[kk][3] = e4m3x4_from_h2(x[5], x[7]);
     }
+}
+
+/* ---- EXPERIMENT kFS16P (v132): v131's numerics in a pipelined wg3 loop ----
+ * v120/v121 (docs/perf.md, 2026-12-05 second session) could not issue
+ * QK^T(n+1) beside PV(n) in three consumer warpgroups: O (64) + S (64) + P
+ * (16) in flight passed the 160-register cap and ptxas serialised the
+ * wgmma. With S in an FP16 accumulator the in-flight set is 64 + 32 + 16,
+ * and the softmax reads the packed S directly (max on f16x2 -- exact, so the
+ * same maximum as v131's unpacked values -- then each pair unpacked just
+ * before its two exps), writing P8 of tile n + 1 into 16 fresh registers
+ * while PV(n) still reads the old ones. Per warpgroup and tile:
+ *     issue QK^T(n+1), issue PV(n); wait for QK^T(n+1); softmax(n+1) while
+ *     PV(n) runs; wait for PV(n); O *= alpha(n+1); P := P(n+1)
+ * (FA3's intra-warpgroup overlap, in each of the three warpgroups).
+ * Arithmetic per value identical to v131 (same FP16 sums, same FP32
+ * softmax in the same order), so its output should be bit-identical. */
+struct ConsumerP {
+    float o[64]; /* O accumulator (tensor cores, never folded); P8 lives in two buffers beside it */
+    float m0, m1, l0, l1;
+};
+
+/* lane 0 arrives, as a predicate rather than a branch: ptxas waits for every
+ * wgmma in flight before a branch (see softmax's kNoBranch) */
+static __device__ __forceinline__ void release_nb(uint32_t bar, int lane)
+{
+    __syncwarp();
+    asm volatile("{\n.reg .pred p;\nsetp.eq.s32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(bar),
+                 "r"(lane)
+                 : "memory");
+}
+
+/* Keeps P(n)'s 16 registers live until PV(n) is waited for. The fences
+ * around wgmma are empty asm: they order the compiler's view, but ptxas sees
+ * the A fragments dead once the wgmma is issued, reuses them for the
+ * softmax's temporaries, and so must wait for the PV before the first such
+ * write -- early in the softmax (seen in v132's first SASS). A store that
+ * never executes reads them after the wait: never_ is false at run time
+ * but unknown to ptxas, and computed from the softmax's row sums (l >= 0),
+ * so the registers stay live through every exp of the tile. */
+static __device__ __forceinline__ void keep_live(const uint32_t (&p)[4][4], uint32_t addr, int never_)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+        asm volatile("{\n.reg .pred q;\nsetp.ne.s32 q, %5, 0;\n@q st.shared.v4.b32 [%4], {%0, %1, %2, %3};\n}" ::"r"(
+                         p[kk][0]),
+                     "r"(p[kk][1]), "r"(p[kk][2]), "r"(p[kk][3]), "r"(addr), "r"(never_)
+                     : "memory");
+}
+
+/* softmax<kExpScale, kNoBranch>'s arithmetic on the packed FP16 S of one
+ * tile: P8 fragments into pn (convert_p's layout; s16[2j], s16[2j + 1] are
+ * FP32 S's s[4j..4j+1], s[4j+2..4j+3]). kMask: the ragged last tile. */
+template <bool kMask>
+static __device__ __forceinline__ void softmax_h(uint32_t (&s16)[32], ConsumerP &c, uint32_t (&pn)[4][4], float cs,
+                                                 int kvalid, int t, float &alpha0, float &alpha1, float lmult,
+                                                 float imult)
+{
+    if constexpr (kMask) mask_keys16(s16, kvalid, t);
+    float mn0, mn1, mu0, mu1;
+    row_max16(s16, c, cs, mn0, mn1, mu0, mu1);
+    alpha0 = ex2(c.m0 - mu0); /* m = -inf: ex2(-inf) = 0, no select (a branch) */
+    alpha1 = ex2(c.m1 - mu1);
+    const float b0 = lmult - mu0, b1 = lmult - mu1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        float x[16];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float2 a = h2f(s16[8 * kk + 2 * q]), b = h2f(s16[8 * kk + 2 * q + 1]);
+            x[4 * q + 0] = ex2(fmaf(a.x, cs, b0));
+            x[4 * q + 1] = ex2(fmaf(a.y, cs, b0));
+            x[4 * q + 2] = ex2(fmaf(b.x, cs, b1));
+            x[4 * q + 3] = ex2(fmaf(b.y, cs, b1));
+            sum0 += x[4 * q + 0] + x[4 * q + 1];
+            sum1 += x[4 * q + 2] + x[4 * q + 3];
+        }
+        pn[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
+        pn[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
+        pn[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
+        pn[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+    }
+    c.m0 = mn0;
+    c.m1 = mn1;
+    c.l0 = c.l0 * alpha0 + sum0 * imult;
+    c.l1 = c.l1 * alpha1 + sum1 * imult;
 }
 } // namespace
 #endif
@@ -1030,10 +1147,12 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kS16 = kF & kFS16, kS16F = kF & kFS16F;
-    constexpr bool kQ16 = kS16 || kS16F; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
-    static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace && !(kS16 && kS16F)),
-                  "kFS16 / kFS16F are built on v78, one at a time");
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kS16 = kF & kFS16, kS16F = kF & kFS16F,
+                   kS16P = kF & kFS16P;
+    constexpr bool kQ16 = kS16 || kS16F || kS16P; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
+    static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace && !(kS16 && kS16F) &&
+                            !(kS16P && kS16F)),
+                  "kFS16 / kFS16F are built on v78, one at a time; kFS16P pipelines v131 or, with kFS16, v130");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -1075,7 +1194,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-        std::conditional_t<kS16, Consumer16, Consumer> c;
+        std::conditional_t<kS16P, ConsumerP, std::conditional_t<kS16, Consumer16, Consumer>> c;
         float mf0, mf1; /* the max o32 is relative to */
         if constexpr (kFlush != 0) {
             start_folded(c, o32, mf0, mf1);
@@ -1089,6 +1208,87 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const bool tr = kXTrace && trace_start(tw, wgi);
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kQ16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
+        if constexpr (kS16P) {
+            uint32_t s16[32];
+            /* P8 of two consecutive tiles: PV(n) reads one while softmax(n + 1) writes the other.
+             * Two named buffers and a loop unrolled by two, not a copy at the end of each tile:
+             * ptxas merges a copy's source and destination registers and then serialises every
+             * wgmma of the kernel (C7513), the softmax writing registers an in-flight PV reads. */
+            uint32_t pa[4][4], pb[4][4];
+            /* softmax of tile n into pn (tile 0: O empty, alpha unused) */
+            auto soft = [&](int n, uint32_t(&pn)[4][4], float &a0, float &a1, auto mask) {
+                const float em = sv_h[n] * r256, cs = (sqq * sk_h[n]) * kScaleLog2;
+                if constexpr (kS16) /* v133: v130's f16x2 softmax */
+                    softmax16<decltype(mask)::value ? 2 : 1>(s16, c, pn, cs, klast, t, a0, a1, __log2f(em),
+                                                             rcp_approx(em));
+                else
+                    softmax_h<decltype(mask)::value>(s16, c, pn, cs, klast, t, a0, a1, __log2f(em), rcp_approx(em));
+            };
+            sm90::mbar_wait(bars.kfull(0), 0);
+            issue_qk16(s16, dq, sK);
+            sm90::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
+            release(bars.kempty(0), lane);
+            {
+                float a0, a1;
+                if (nkt == 1)
+                    soft(0, pa, a0, a1, std::true_type{});
+                else
+                    soft(0, pa, a0, a1, std::false_type{});
+            }
+            /* PV(n) with P(n) in pin, QK^T(n + 1) and softmax(n + 1) into pout; mask: n + 1 is the
+             * last tile */
+            auto step = [&](int n, uint32_t(&pin)[4][4], uint32_t(&pout)[4][4], auto mask) {
+                const int st = n % kStages, st1 = (n + 1) % kStages;
+                /* both waits before the first issue: no loop (branch) with a wgmma in flight */
+                sm90::mbar_wait(bars.kfull(st1), (uint32_t)((n + 1) / kStages) & 1u);
+                sm90::mbar_wait(bars.vfull(st), (uint32_t)(n / kStages) & 1u);
+                issue_qk16(s16, dq, sK + st1 * kTile);
+                /* O is zero before tile 0 (start_o), so accumulating adds exact zeros; a run-time
+                 * flag would be one more non-wgmma definition of a wgmma input in the stage */
+                issue_pv_to(c.o, pin, sV + st * kTile, true);
+                sm90::wgmma_wait<1>(); /* S(n + 1) done, PV(n) may still run */
+#pragma unroll
+                for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
+                release_nb(bars.kempty(st1), lane);
+                float a0, a1;
+                soft(n + 1, pout, a0, a1, mask);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+                if constexpr ((kF & kFS16PL) != 0)
+                    keep_live(pin, sQ, c.l0 + c.l1 < 0.f); /* after every exp of softmax(n + 1) */
+                else
+                    keep_live(pin, sQ, S < 0); /* only to the wait, which ptxas then hoists */
+                release(bars.vempty(st), lane);
+                rescale_o(c, a0, a1);
+            };
+            auto last_pv = [&](int n, uint32_t(&p)[4][4]) {
+                const int st = n % kStages;
+                sm90::mbar_wait(bars.vfull(st), (uint32_t)(n / kStages) & 1u);
+                issue_pv_to(c.o, p, sV + st * kTile, true);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+                release(bars.vempty(st), lane);
+            };
+            int n = 0;
+            for (; n + 3 < nkt; n += 2) {
+                step(n, pa, pb, std::false_type{});
+                step(n + 1, pb, pa, std::false_type{});
+            }
+            if (n + 2 < nkt) { /* three tiles left: n, n + 1, n + 2 (the last) */
+                step(n, pa, pb, std::false_type{});
+                step(n + 1, pb, pa, std::true_type{});
+                last_pv(n + 2, pa);
+            } else if (n + 1 < nkt) {
+                step(n, pa, pb, std::true_type{});
+                last_pv(n + 1, pb);
+            } else {
+                last_pv(n, pa);
+            }
+        } else
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
@@ -1122,7 +1322,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             const float em = svn * r256;
             float alpha0, alpha1;
             if constexpr (kS16) /* P8 converted inside */
-                softmax16(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                softmax16(c.s, c, c.p, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                           rcp_approx(em));
             else
                 softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
@@ -1131,7 +1331,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             if constexpr (!kS16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
-            issue_pv_to(c.o, c, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
+            issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
             sm90::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
@@ -1427,6 +1627,16 @@ static const Variant *variants(int *count)
             "v130 EXPERIMENT v78 with Q K^T summed in FP16 and the softmax on f16x2 (Q codes scaled by 2^-9)"),
         make_variant3<2, 0, kFExpScale | kFVMean | kFS16F>(
             "v131 EXPERIMENT v78 with Q K^T summed in FP16, unpacked to FP32 for v78's softmax (Q codes scaled by 2^-9)"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16P>(
+            "v132 EXPERIMENT v131 pipelined: Q K^T(n+1) issued with P V(n), softmax(n+1) under P V(n) (FP16 S, Q codes scaled by 2^-9)"),
+#ifdef H3_SM90_SPILLING /* cmake -DH3_SM90_SPILLING=ON: these spill, so test_sm90_ptxas (built without) would fail */
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16P>(
+            "v133 EXPERIMENT v130 pipelined as v132 (FP16 S, softmax on f16x2, Q codes scaled by 2^-9; spills 8 bytes)"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16P | kFS16PL>(
+            "v134 EXPERIMENT v132 with P(n) kept live through softmax(n+1): the PV wait after every exp (spills)"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16P | kFS16PL>(
+            "v135 EXPERIMENT v133 with P(n) kept live through softmax(n+1) (spills)"),
+#endif
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
