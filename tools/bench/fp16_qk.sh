@@ -7,18 +7,18 @@
 # softmax on f16x2; v131 FP16 S unpacked to FP32 for v78's softmax; v132
 # v131 pipelined (QK^T(n+1) and PV(n) issued together, softmax(n+1) under
 # PV(n)); v133 v130 so pipelined; v134 / v135 v132 / v133 with P(n) kept
-# live so that ptxas puts the PV wait after the softmax (they spill).
+# live so that ptxas puts the PV wait later in the softmax (v133, v134 spill).
 # In order of importance, each step capped so the whole stays under 580 s:
 #   1. a selfcheck of the new variants at S = 4096 (bench_attn);
 #   2. interleaved timing rounds at S = 30272, H = 56 (sm90_ab.sh);
 #   3. bench_attn --accuracy-only for each (vs FP64, S = 8192, H = 8;
 #      v131, v132 and v134 should print the same figures);
 #   4. overlap_probe.sh with the FP16-accumulator modes beside the FP32 ones;
-#   5. test_gpu_attention --quick with v132 and v133 (distance from the
+#   5. test_gpu_attention --quick with v132 and v135 (distance from the
 #      contract's emulation; failures expected where the tolerance is the
 #      contract's).
 # Usage (on the device machine, BUILD_DIR built with 90a and -DH3_SM90_SPILLING=ON
-# for v133-v135, e.g. build-sp):
+# for v133 and v134, e.g. build-sp):
 #   [H3_FP16QK_BUDGET=570] bash tools/bench/fp16_qk.sh BUILD_DIR [ROUNDS=2] [VARIANTS]   (~6-9 minutes)
 set -uo pipefail
 B=${1:?usage: fp16_qk.sh BUILD_DIR [ROUNDS] [VARIANTS]}
@@ -46,7 +46,7 @@ for v in ${VARS//,/ }; do
 done
 echo "== overlap probe at $((SECONDS - S0)) s"
 H3_PROBE_MODES="T E TE Th TEh TEsh" timeout $(cap 60) bash tools/bench/overlap_probe.sh "$B" 400000 2>&1 | tee "$OUT/probe.txt" | tail -12
-for v in 132 133; do
+for v in 132 135; do
   [ "$(left)" -gt 25 ] || break
   echo "== test_gpu_attention --quick with v$v at $((SECONDS - S0)) s"
   H3_SM90_VARIANT=$v timeout $(($(left) / 2)) "$B/tests/test_gpu_attention" --quick >"$OUT/tga_v$v.txt" 2>&1
