@@ -653,7 +653,7 @@ enum : unsigned {
     kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
     kFS16F = 262144u,  /* EXPERIMENT: as kFS16 but S unpacked to FP32 after the wait and v78's softmax (the accumulator alone) */
     kFS16P = 524288u,  /* EXPERIMENT: kFS16F's numerics, QK^T(n+1) issued with PV(n), softmax(n+1) under PV(n) (ConsumerP) */
-    kFS16PL = 1048576u, /* EXPERIMENT, with kFS16P: P(n) kept live through softmax(n+1) (keep_live), so the PV wait comes after it */
+    kFS16PL = 1048576u, /* EXPERIMENT, with kFS16P: P(n) kept live into softmax(n+1) (keep_live), so the PV wait comes later */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
