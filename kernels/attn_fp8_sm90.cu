@@ -1093,22 +1093,18 @@ static __device__ __forceinline__ void softmax_h(uint32_t (&s16)[32], ConsumerP 
     const float b0 = lmult - mu0, b1 = lmult - mu1;
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < 4; ++kk) { /* one k-step: 16 values unpacked, then v78's exps and packing */
         float x[16];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
             const float2 a = h2f(s16[8 * kk + 2 * q]), b = h2f(s16[8 * kk + 2 * q + 1]);
-            x[4 * q + 0] = ex2(fmaf(a.x, cs, b0));
-            x[4 * q + 1] = ex2(fmaf(a.y, cs, b0));
-            x[4 * q + 2] = ex2(fmaf(b.x, cs, b1));
-            x[4 * q + 3] = ex2(fmaf(b.y, cs, b1));
-            sum0 += x[4 * q + 0] + x[4 * q + 1];
-            sum1 += x[4 * q + 2] + x[4 * q + 3];
+            x[4 * q + 0] = a.x;
+            x[4 * q + 1] = a.y;
+            x[4 * q + 2] = b.x;
+            x[4 * q + 3] = b.y;
         }
-        pn[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
-        pn[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
-        pn[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
-        pn[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+        exps<16>(x, cs, b0, b1, sum0, sum1);
+        pack_p<16>(x, pn + kk, 1.f);
     }
     c.m0 = mn0;
     c.m1 = mn1;

@@ -37,7 +37,9 @@ for v in ${VARS//,/ }; do
   H3_SM90_VARIANT=$v timeout 40 "$B/tools/bench/bench_attn" --seqs 4096 --heads 56 --kernels sm90 --reps 3 2>&1 | tail -4
 done
 echo "== timing rounds ($VARS) at $((SECONDS - S0)) s"
-timeout $(cap 150) bash tools/bench/sm90_ab.sh "$B" "$VARS" "$R" 20 2>&1 | tail -$((${#VARS} + 4))
+NV=$(tr ',' '\n' <<<"$VARS" | grep -c .)
+# sm90_ab.sh prints a line per variant and round, a header, then a median per variant
+timeout $(cap 150) bash tools/bench/sm90_ab.sh "$B" "$VARS" "$R" 20 2>&1 | tail -$((NV * (R + 1) + 1))
 echo "== accuracy vs FP64 at $((SECONDS - S0)) s"
 for v in ${VARS//,/ }; do
   echo "-- v$v"
