@@ -48,22 +48,23 @@
  *        2026-12-04). Dropping the unused 96 KB FP32 copy (zeroed and read
  *        back once per CTA) made it 4.8% faster; 3 or 4 K/V stages in the
  *        freed space did not help (27.36-27.50 vs 27.35 ms).
- *     130 EXPERIMENT, not yet run on a GPU (kFS16): 78 with S = Q K^T in
- *        an FP16 accumulator (32 registers instead of 64) and the softmax on
- *        f16x2 pairs; Q's codes scaled by 2^-9 in shared memory so no FP16
- *        sum can overflow. Not the contract (docs/perf.md, 2026-12-05 third
- *        session; docs/accuracy.md for what FP16 sums cost on the CPU).
- *     131 EXPERIMENT, not yet run (kFS16F): 130's FP16 accumulator alone,
- *        S unpacked to FP32 after the wait for v78's softmax (which of the
- *        two changes any speed difference comes from).
- *     132 EXPERIMENT, not yet run (kFS16P): 131's arithmetic with QK^T(n+1)
- *        issued beside PV(n) and softmax(n+1) under PV(n) in each of the
- *        three warpgroups -- the overlap v120/v121 could not fit in 160
- *        registers with an FP32 S (see ConsumerP). 133 (kFS16P | kFS16): 130
- *        so pipelined. 134, 135: 132, 133 with P(n) kept live through
- *        softmax(n+1) (kFS16PL), so that the PV wait follows more of the
- *        exps. 133 and 134 spill, so they are built only with
- *        -DH3_SM90_SPILLING=ON.
+ *     130 EXPERIMENT (kFS16): 78 with S = Q K^T in an FP16 accumulator
+ *        (32 registers instead of 64) and the softmax on f16x2 pairs; Q's
+ *        codes scaled by 2^-9 in shared memory so no FP16 sum can overflow.
+ *        Not the contract's arithmetic (softmax16). On the H100
+ *        (2026-12-06): 25.07 ms against v78's 26.18 at S = 30272, as
+ *        accurate against FP64 (5.337% vs 5.335% on N(0,1)), but its FP16
+ *        sums are off by |s| 2^-11 on rows with large logits, so the GPU
+ *        suite fails with it as the default (3 of 25 tests; docs/perf.md).
+ *     136, 137 EXPERIMENTs: 130 with the exponents' f16 bias rounded as is
+ *        (the first v130: 24.24 ms, LSE over its bound) or compensated in
+ *        every tile (25.99 ms: O rescaled every tile); see softmax16.
+ *   Retired 2026-12-06 (measured on the H100, docs/perf.md; code in commit
+ *   3f23187): v131 (FP16 accumulator, FP32 softmax: 26.39 ms, so the gain
+ *   is the f16x2 softmax's, not the accumulator's), v132-v135 (v131 and
+ *   v130 with QK^T(n+1) issued beside PV(n) in each warpgroup, FA3's
+ *   intra-warpgroup overlap: 25.82, 24.77, 26.33, 25.04 ms -- none faster
+ *   than v130, the three warpgroups already overlap each other).
  *     60, 77 DIAGNOSTICs: 16 and 73 with a clock64 trace of one CTA
  *        (H3_SM90_TRACE=file; see kFXTrace).
  *     85 EXPERIMENT, the wg3p kernel (below): three consumer warpgroups,
@@ -140,7 +141,9 @@ extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataTy
 #define H3_SM90_DEFAULT_VARIANT 16
 #endif
 /* The default when V is smoothed (a mean is passed): with V's mean out of
- * the truncating accumulator the wg3 kernel needs no FP32 fold of O. */
+ * the truncating accumulator the wg3 kernel needs no FP32 fold of O. (v130,
+ * S summed in FP16, is 4-7% faster but fails the contract's tests on rows
+ * with large logits: docs/perf.md 2026-12-06 second session.) */
 #ifndef H3_SM90_SMOOTH_VARIANT
 #define H3_SM90_SMOOTH_VARIANT 78
 #endif
@@ -473,6 +476,9 @@ static __device__ __forceinline__ uint32_t out_bf16x2(float a, float b, float f,
     return pack_bf16x2(a * f, b * f);
 }
 
+/* A consumer whose LSE sums are l itself (all but Consumer16) */
+template <class C> static __device__ __forceinline__ void lse_sums(C &, float &, float &) {}
+
 /* Epilogue: l reduced over the row's 4 threads, O = acc * (svmax 2^-8) / l
  * (+ mu with V smoothing) as BF16 into [S][H*128], LSE; rows >= S are not written. row0: this
  * thread's first row (its second is row0 + 8). */
@@ -487,6 +493,8 @@ static __device__ __forceinline__ void store_output(C &c, float svmax, int row0,
     c.l0 += __shfl_xor_sync(0xffffffffu, c.l0, 2);
     c.l1 += __shfl_xor_sync(0xffffffffu, c.l1, 2);
     const float f0 = (svmax * 0.00390625f) / c.l0, f1 = (svmax * 0.00390625f) / c.l1;
+    float z0 = c.l0, z1 = c.l1; /* the LSE's sums: l, or another consumer's own (lse_sums) */
+    lse_sums(c, z0, z1);
     const int row1 = row0 + 8;
     const size_t ld = (size_t)H * kD;
     const float *mu = kMu ? vmu + (size_t)h * kD + 2 * t : nullptr; /* this thread's dims 8j + 2t, +1 */
@@ -495,14 +503,14 @@ static __device__ __forceinline__ void store_output(C &c, float svmax, int row0,
 #pragma unroll
         for (int j = 0; j < 16; ++j)
             *reinterpret_cast<uint32_t *>(op + 8 * j) = out_bf16x2<kMu>(c.o[4 * j + 0], c.o[4 * j + 1], f0, mu, j);
-        if (t == 0) lse[(size_t)h * S + row0] = (c.m0 + log2f(c.l0)) * 0.6931471805599453f;
+        if (t == 0) lse[(size_t)h * S + row0] = (c.m0 + log2f(z0)) * 0.6931471805599453f;
     }
     if (row1 < S) {
         uint16_t *op = O + (size_t)row1 * ld + (size_t)h * kD + 2 * t;
 #pragma unroll
         for (int j = 0; j < 16; ++j)
             *reinterpret_cast<uint32_t *>(op + 8 * j) = out_bf16x2<kMu>(c.o[4 * j + 2], c.o[4 * j + 3], f1, mu, j);
-        if (t == 0) lse[(size_t)h * S + row1] = (c.m1 + log2f(c.l1)) * 0.6931471805599453f;
+        if (t == 0) lse[(size_t)h * S + row1] = (c.m1 + log2f(z1)) * 0.6931471805599453f;
     }
 }
 
@@ -651,9 +659,8 @@ enum : unsigned {
     kFExpScale = 128u, /* P8's multiplier as a bias of the exponent: no FMUL per p */
     kFVMean = 65536u,  /* V smoothing: O = fma(acc, f, mu); such a variant runs only with a mean, the others only without */
     kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
-    kFS16F = 262144u,  /* EXPERIMENT: as kFS16 but S unpacked to FP32 after the wait and v78's softmax (the accumulator alone) */
-    kFS16P = 524288u,  /* EXPERIMENT: kFS16F's numerics, QK^T(n+1) issued with PV(n), softmax(n+1) under PV(n) (ConsumerP) */
-    kFS16PL = 1048576u, /* EXPERIMENT, with kFS16P: P(n) kept live into softmax(n+1) (keep_live), so the PV wait comes later */
+    kFS16NC = 262144u, /* EXPERIMENT, with kFS16: the exponent's f16 bias not compensated (softmax16, v136) */
+    kFS16AC = 524288u, /* EXPERIMENT, with kFS16: the bias compensated in every tile (softmax16, v137) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -831,11 +838,10 @@ __global__ void __launch_bounds__(kThreads, 1)
  * by 2^-9 (e4m3 -> f16 -> x 2^-9 -> e4m3 satfinite RNE; codes below 2^-6 of
  * the new range lose precision, below 2^-10 become 0), which bounds every
  * partial sum by 128 x 0.875 x 448 = 50176, and multiplies the tile scalar by
- * 2^9. Not the contract: the softmax's bias (running max) is rounded to f16,
- * the row sums are FP16 trees, P8 is rounded from f16 exps. For a timing and
- * a measured accuracy; written and SASS-checked without a GPU (the f16
- * accumulator's register layout, pairs of adjacent columns as in the f32
- * one, is from the PTX ISA and unverified here). */
+ * 2^9. Not the contract's arithmetic: the exponents are f16 fmas (their
+ * bias compensated, see softmax16), the row sums FP16 trees, P8 rounded
+ * from f16 exps. First run 2026-12-06 (H100): 6.6% faster than v78, as
+ * accurate against FP64; the f16x2 register layout checked by the tests. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace {
 struct Consumer16 {
@@ -843,7 +849,19 @@ struct Consumer16 {
     float o[64];      /* O accumulator (tensor cores, never folded) */
     uint32_t p[4][4]; /* P8 as wgmma A fragments */
     float m0, m1, l0, l1;
+    float lz0 = 0.f, lz1 = 0.f; /* the LSE's row sums (softmax16's kBiasLazy); l0, l1 normalise O */
 };
+
+/* store_output's LSE sums: lz (reduced over the row's four threads) */
+static __device__ __forceinline__ void lse_sums(Consumer16 &c, float &z0, float &z1)
+{
+    c.lz0 += __shfl_xor_sync(0xffffffffu, c.lz0, 1);
+    c.lz1 += __shfl_xor_sync(0xffffffffu, c.lz1, 1);
+    c.lz0 += __shfl_xor_sync(0xffffffffu, c.lz0, 2);
+    c.lz1 += __shfl_xor_sync(0xffffffffu, c.lz1, 2);
+    z0 = c.lz0;
+    z1 = c.lz1;
+}
 
 static __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b)
 {
@@ -990,34 +1008,78 @@ static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const 
 }
 
 /* softmax on the f16x2 S (as softmax() with kExpScale), P8 fragments into
- * p. kMask: 0 masks when kvalid < 128 (v130), 1 never, 2 always (v133's
- * loop, which must not branch with a wgmma in flight; nor may the alpha
- * selects, so there alpha = ex2(m - mu) gives the 0 of m = -inf). */
-template <int kMask = 0, class C>
-static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], C &c, uint32_t (&p)[4][4], float cs, int kvalid,
-                                                 int t, float &alpha0, float &alpha1, float lmult, float imult)
+ * p; keys >= kvalid masked (the ragged last tile). */
+/* kBias: how the f16 bias of the exponents is made consistent with the
+ * FP32 reference maximum (see the comment inside); kBiasOff the first v130
+ * (v136), kBiasAlways compensated in every tile (v137), kBiasLazy (v130)
+ * compensated only where the maximum moves or the rounding is large. */
+enum { kBiasOff = 0, kBiasAlways = 1, kBiasLazy = 2 };
+template <int kBias = kBiasLazy>
+static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], Consumer16 &c, uint32_t (&p)[4][4], float cs,
+                                                 int kvalid, int t, float &alpha0, float &alpha1, float lmult,
+                                                 float imult)
 {
-    if (kMask == 2 || (kMask == 0 && kvalid < kBN)) mask_keys16(s, kvalid, t);
+    if (kvalid < kBN) mask_keys16(s, kvalid, t);
     float mn0, mn1, mu0, mu1;
     row_max16(s, c, cs, mn0, mn1, mu0, mu1);
-    if constexpr (kMask == 0) {
+    /* The exponent x = s cs + b is one fma.rn.f16x2, so cs and the bias b
+     * are f16 values. Rounding them as they are (kBiasOff, the first v130)
+     * shifted every p of a row by b's rounding error -- up to |b| 2^-11,
+     * 2.8e-3 on the LSE of N(0,1) scores, 5e-2 on FA3's stress mix -- and
+     * scaled the scores by cs's. With csr = f16(cs), rho = csr / cs,
+     * b = f16(lmult - rho mu) and r = (lmult - rho mu) - b (FP32):
+     *   x = lmult - (mu + r) + s cs + (rho - 1)(s cs - mu)   exactly,
+     * so cs's rounding costs at most 2^-12 of a score's distance from the
+     * maximum (nothing for the largest p; 3e-8 of it in s units where cs is
+     * an f16 subnormal), and b's is a shift r of the row's reference.
+     * kBiasAlways takes mu + r as the new reference (kept in FP32 for alpha
+     * and the LSE), exact, but then alpha != 1 in every tile and rescale_o
+     * never skips its 64 multiplies. kBiasLazy keeps the old reference where
+     * the row maximum did not move and |r| <= 2^-9 (always so while |b| < 8):
+     * alpha stays exactly 1, the tile's p carry a factor 2^-r (<= 0.14%, the
+     * same for the whole tile, so O weighs this tile by 2^-r against the
+     * others, as l does), and a second row sum lz, each tile's sum times
+     * 2^r, gives the LSE exactly. Elsewhere it compensates as kBiasAlways. */
+    const uint32_t cs2 = f2h2(cs, cs);
+    float corr0 = 1.f, corr1 = 1.f;
+    if constexpr (kBias == kBiasOff) {
         alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
         alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
-    } else {
-        alpha0 = ex2(c.m0 - mu0);
-        alpha1 = ex2(c.m1 - mu1);
-    }
-    const uint32_t cs2 = f2h2(cs, cs), bg = f2h2(lmult - mu0, lmult - mu0), bh = f2h2(lmult - mu1, lmult - mu1);
+        const uint32_t bg = f2h2(lmult - mu0, lmult - mu0), bh = f2h2(lmult - mu1, lmult - mu1);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
+        for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
+    } else {
+        const float rho = h2f(cs2).x * rcp_approx(cs);
+        const float b0 = fmaf(-rho, mu0, lmult), b1 = fmaf(-rho, mu1, lmult);
+        const uint32_t bg = f2h2(b0, b0), bh = f2h2(b1, b1);
+        const float r0 = b0 - h2f(bg).x, r1 = b1 - h2f(bh).x;
+        float me0 = mu0 + r0, me1 = mu1 + r1;
+        if constexpr (kBias == kBiasLazy) {
+            const bool keep0 = mn0 == c.m0 && fabsf(r0) <= 0.001953125f; /* also false while m = -inf */
+            const bool keep1 = mn1 == c.m1 && fabsf(r1) <= 0.001953125f;
+            me0 = keep0 ? c.m0 : me0;
+            me1 = keep1 ? c.m1 : me1;
+            corr0 = keep0 ? fmaf(r0, 0.6931471805599453f, 1.f) : 1.f; /* 2^r to first order: |r| <= 2^-9 */
+            corr1 = keep1 ? fmaf(r1, 0.6931471805599453f, 1.f) : 1.f;
+        }
+        alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - me0); /* kBiasLazy, kept: ex2(0) = 1 exactly */
+        alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - me1);
+        mn0 = mn0 == -INFINITY ? mn0 : me0; /* a row with no valid key yet keeps m = -inf */
+        mn1 = mn1 == -INFINITY ? mn1 : me1;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
+    }
     /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
     uint32_t la, lb;
     row_trees16<hadd2>(s, la, lb);
     const float2 sa = h2f(la), sb = h2f(lb);
     c.m0 = mn0;
     c.m1 = mn1;
-    c.l0 = c.l0 * alpha0 + (sa.x + sa.y) * imult;
-    c.l1 = c.l1 * alpha1 + (sb.x + sb.y) * imult;
+    const float sum0 = (sa.x + sa.y) * imult, sum1 = (sb.x + sb.y) * imult;
+    c.l0 = c.l0 * alpha0 + sum0;
+    c.l1 = c.l1 * alpha1 + sum1;
+    c.lz0 = c.lz0 * alpha0 + sum0 * corr0; /* kBiasLazy: the LSE's row sum, each tile's p times 2^r */
+    c.lz1 = c.lz1 * alpha1 + sum1 * corr1;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
         const uint32_t *x = s + 8 * kk;
@@ -1028,89 +1090,6 @@ static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], C &c, uint32
     }
 }
 
-/* ---- EXPERIMENT kFS16P (v132): v131's numerics in a pipelined wg3 loop ----
- * v120/v121 (docs/perf.md, 2026-12-05 second session) could not issue
- * QK^T(n+1) beside PV(n) in three consumer warpgroups: O (64) + S (64) + P
- * (16) in flight passed the 160-register cap and ptxas serialised the
- * wgmma. With S in an FP16 accumulator the in-flight set is 64 + 32 + 16,
- * and the softmax reads the packed S directly (max on f16x2 -- exact, so the
- * same maximum as v131's unpacked values -- then each pair unpacked just
- * before its two exps), writing P8 of tile n + 1 into 16 fresh registers
- * while PV(n) still reads the old ones. Per warpgroup and tile:
- *     issue QK^T(n+1), issue PV(n); wait for QK^T(n+1); softmax(n+1) while
- *     PV(n) runs; wait for PV(n); O *= alpha(n+1); P := P(n+1)
- * (FA3's intra-warpgroup overlap, in each of the three warpgroups).
- * Arithmetic per value identical to v131 (same FP16 sums, same FP32
- * softmax in the same order), so its output should be bit-identical. */
-struct ConsumerP {
-    float o[64]; /* O accumulator (tensor cores, never folded); P8 lives in two buffers beside it */
-    float m0, m1, l0, l1;
-};
-
-/* lane 0 arrives, as a predicate rather than a branch: ptxas waits for every
- * wgmma in flight before a branch (see softmax's kNoBranch) */
-static __device__ __forceinline__ void release_nb(uint32_t bar, int lane)
-{
-    __syncwarp();
-    asm volatile("{\n.reg .pred p;\nsetp.eq.s32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(bar),
-                 "r"(lane)
-                 : "memory");
-}
-
-/* Keeps P(n)'s 16 registers live until PV(n) is waited for. The fences
- * around wgmma are empty asm: they order the compiler's view, but ptxas sees
- * the A fragments dead once the wgmma is issued, reuses them for the
- * softmax's temporaries, and so must wait for the PV before the first such
- * write -- early in the softmax (seen in v132's first SASS). A store that
- * never executes reads them after the wait: never_ is false at run time
- * but unknown to ptxas, and computed from a row sum (l >= 0), so the
- * registers stay live through that row's exps. Keyed to row g's sum the wait
- * follows 34-66 of a tile's 66 exps (v134 4 spill ops per tile, v135 none);
- * keyed to both rows' sums it followed all 66 but spilled 13-19 per tile. */
-static __device__ __forceinline__ void keep_live(const uint32_t (&p)[4][4], uint32_t addr, int never_)
-{
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-        asm volatile("{\n.reg .pred q;\nsetp.ne.s32 q, %5, 0;\n@q st.shared.v4.b32 [%4], {%0, %1, %2, %3};\n}" ::"r"(
-                         p[kk][0]),
-                     "r"(p[kk][1]), "r"(p[kk][2]), "r"(p[kk][3]), "r"(addr), "r"(never_)
-                     : "memory");
-}
-
-/* softmax<kExpScale, kNoBranch>'s arithmetic on the packed FP16 S of one
- * tile: P8 fragments into pn (convert_p's layout; s16[2j], s16[2j + 1] are
- * FP32 S's s[4j..4j+1], s[4j+2..4j+3]). kMask: the ragged last tile. */
-template <bool kMask>
-static __device__ __forceinline__ void softmax_h(uint32_t (&s16)[32], ConsumerP &c, uint32_t (&pn)[4][4], float cs,
-                                                 int kvalid, int t, float &alpha0, float &alpha1, float lmult,
-                                                 float imult)
-{
-    if constexpr (kMask) mask_keys16(s16, kvalid, t);
-    float mn0, mn1, mu0, mu1;
-    row_max16(s16, c, cs, mn0, mn1, mu0, mu1);
-    alpha0 = ex2(c.m0 - mu0); /* m = -inf: ex2(-inf) = 0, no select (a branch) */
-    alpha1 = ex2(c.m1 - mu1);
-    const float b0 = lmult - mu0, b1 = lmult - mu1;
-    float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) { /* one k-step: 16 values unpacked, then v78's exps and packing */
-        float x[16];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const float2 a = h2f(s16[8 * kk + 2 * q]), b = h2f(s16[8 * kk + 2 * q + 1]);
-            x[4 * q + 0] = a.x;
-            x[4 * q + 1] = a.y;
-            x[4 * q + 2] = b.x;
-            x[4 * q + 3] = b.y;
-        }
-        exps<16>(x, cs, b0, b1, sum0, sum1);
-        pack_p<16>(x, pn + kk, 1.f);
-    }
-    c.m0 = mn0;
-    c.m1 = mn1;
-    c.l0 = c.l0 * alpha0 + sum0 * imult;
-    c.l1 = c.l1 * alpha1 + sum1 * imult;
-}
 } // namespace
 #endif
 
@@ -1146,12 +1125,9 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace, kS16 = kF & kFS16, kS16F = kF & kFS16F,
-                   kS16P = kF & kFS16P;
-    constexpr bool kQ16 = kS16 || kS16F || kS16P; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
-    static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace && !(kS16 && kS16F) &&
-                            !(kS16P && kS16F)),
-                  "kFS16 / kFS16F are built on v78, one at a time; kFS16P pipelines v131 or, with kFS16, v130");
+    constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
+    constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
+    static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace), "kFS16 is built on v78");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -1193,7 +1169,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-        std::conditional_t<kS16P, ConsumerP, std::conditional_t<kS16, Consumer16, Consumer>> c;
+        std::conditional_t<kQ16, Consumer16, Consumer> c;
         float mf0, mf1; /* the max o32 is relative to */
         if constexpr (kFlush != 0) {
             start_folded(c, o32, mf0, mf1);
@@ -1207,109 +1183,17 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const bool tr = kXTrace && trace_start(tw, wgi);
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kQ16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
-        if constexpr (kS16P) {
-            uint32_t s16[32];
-            /* P8 of two consecutive tiles: PV(n) reads one while softmax(n + 1) writes the other.
-             * Two named buffers and a loop unrolled by two, not a copy at the end of each tile:
-             * ptxas merges a copy's source and destination registers and then serialises every
-             * wgmma of the kernel (C7513), the softmax writing registers an in-flight PV reads. */
-            uint32_t pa[4][4], pb[4][4];
-            /* softmax of tile n into pn (tile 0: O empty, alpha unused) */
-            auto soft = [&](int n, uint32_t(&pn)[4][4], float &a0, float &a1, auto mask) {
-                const float em = sv_h[n] * r256, cs = (sqq * sk_h[n]) * kScaleLog2;
-                if constexpr (kS16) /* v133: v130's f16x2 softmax */
-                    softmax16<decltype(mask)::value ? 2 : 1>(s16, c, pn, cs, klast, t, a0, a1, __log2f(em),
-                                                             rcp_approx(em));
-                else
-                    softmax_h<decltype(mask)::value>(s16, c, pn, cs, klast, t, a0, a1, __log2f(em), rcp_approx(em));
-            };
-            sm90::mbar_wait(bars.kfull(0), 0);
-            issue_qk16(s16, dq, sK);
-            sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
-            release(bars.kempty(0), lane);
-            {
-                float a0, a1;
-                if (nkt == 1)
-                    soft(0, pa, a0, a1, std::true_type{});
-                else
-                    soft(0, pa, a0, a1, std::false_type{});
-            }
-            /* PV(n) with P(n) in pin, QK^T(n + 1) and softmax(n + 1) into pout; mask: n + 1 is the
-             * last tile */
-            auto step = [&](int n, uint32_t(&pin)[4][4], uint32_t(&pout)[4][4], auto mask) {
-                const int st = n % kStages, st1 = (n + 1) % kStages;
-                /* both waits before the first issue: no loop (branch) with a wgmma in flight */
-                sm90::mbar_wait(bars.kfull(st1), (uint32_t)((n + 1) / kStages) & 1u);
-                sm90::mbar_wait(bars.vfull(st), (uint32_t)(n / kStages) & 1u);
-                issue_qk16(s16, dq, sK + st1 * kTile);
-                /* O is zero before tile 0 (start_o), so accumulating adds exact zeros; a run-time
-                 * flag would be one more non-wgmma definition of a wgmma input in the stage */
-                issue_pv_to(c.o, pin, sV + st * kTile, true);
-                sm90::wgmma_wait<1>(); /* S(n + 1) done, PV(n) may still run */
-#pragma unroll
-                for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
-                release_nb(bars.kempty(st1), lane);
-                float a0, a1;
-                soft(n + 1, pout, a0, a1, mask);
-                sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-                if constexpr ((kF & kFS16PL) != 0)
-                    keep_live(pin, sQ, c.l0 < 0.f); /* after row g's exps (l0 + l1: all of them, but 13-19 spills per tile) */
-                else
-                    keep_live(pin, sQ, S < 0); /* only to the wait, which ptxas then hoists */
-                release(bars.vempty(st), lane);
-                rescale_o(c, a0, a1);
-            };
-            auto last_pv = [&](int n, uint32_t(&p)[4][4]) {
-                const int st = n % kStages;
-                sm90::mbar_wait(bars.vfull(st), (uint32_t)(n / kStages) & 1u);
-                issue_pv_to(c.o, p, sV + st * kTile, true);
-                sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
-                release(bars.vempty(st), lane);
-            };
-            int n = 0;
-            for (; n + 3 < nkt; n += 2) {
-                step(n, pa, pb, std::false_type{});
-                step(n + 1, pb, pa, std::false_type{});
-            }
-            if (n + 2 < nkt) { /* three tiles left: n, n + 1, n + 2 (the last) */
-                step(n, pa, pb, std::false_type{});
-                step(n + 1, pb, pa, std::true_type{});
-                last_pv(n + 2, pa);
-            } else if (n + 1 < nkt) {
-                step(n, pa, pb, std::true_type{});
-                last_pv(n + 1, pb);
-            } else {
-                last_pv(n, pa);
-            }
-        } else
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
             const float skn = sk_h[n], svn = sv_h[n];
             sm90::mbar_wait(bars.kfull(st), ph);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
-            if constexpr (kS16) {
+            if constexpr (kQ16) {
                 issue_qk16(c.s, dq, sK + st * kTile);
                 sm90::wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < 32; ++i) sm90::fence_reg(c.s[i]);
-            } else if constexpr (kS16F) { /* FP16 accumulator, unpacked: d16[i] holds d32[2i], d32[2i + 1] */
-                uint32_t s16[32];
-                issue_qk16(s16, dq, sK + st * kTile);
-                sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 32; ++i) {
-                    sm90::fence_reg(s16[i]);
-                    const float2 f = h2f(s16[i]);
-                    c.s[2 * i] = f.x;
-                    c.s[2 * i + 1] = f.y;
-                }
             } else {
                 issue_qk_fresh(c, dq, sK + st * kTile);
                 sm90::wgmma_wait<0>();
@@ -1320,14 +1204,14 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             release(bars.kempty(st), lane);
             const float em = svn * r256;
             float alpha0, alpha1;
-            if constexpr (kS16) /* P8 converted inside */
-                softmax16(c.s, c, c.p, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+            if constexpr (kQ16) /* P8 converted inside */
+                softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(c.s, c, c.p, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                           rcp_approx(em));
             else
                 softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
                                    __log2f(em), rcp_approx(em));
             rescale_o(c, alpha0, alpha1);
-            if constexpr (!kS16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
+            if constexpr (!kQ16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
             issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
@@ -1624,18 +1508,10 @@ static const Variant *variants(int *count)
         make_variant3<2, 8, kFExpScale | kFXTrace>("v77 DIAGNOSTIC v73 with a clock64 trace"),
         make_variant3<2, 0, kFExpScale | kFVMean | kFS16>(
             "v130 EXPERIMENT v78 with Q K^T summed in FP16 and the softmax on f16x2 (Q codes scaled by 2^-9)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | kFS16F>(
-            "v131 EXPERIMENT v78 with Q K^T summed in FP16, unpacked to FP32 for v78's softmax (Q codes scaled by 2^-9)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | kFS16P>(
-            "v132 EXPERIMENT v131 pipelined: Q K^T(n+1) issued with P V(n), softmax(n+1) under P V(n) (FP16 S, Q codes scaled by 2^-9)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16P | kFS16PL>(
-            "v135 EXPERIMENT v133 with P(n) kept live through softmax(n+1): the PV wait after 34-46 of 66 exps"),
-#ifdef H3_SM90_SPILLING /* cmake -DH3_SM90_SPILLING=ON: these spill, so test_sm90_ptxas (built without) would fail */
-        make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16P>(
-            "v133 EXPERIMENT v130 pipelined as v132 (FP16 S, softmax on f16x2, Q codes scaled by 2^-9; spills 8 bytes)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | kFS16P | kFS16PL>(
-            "v134 EXPERIMENT v132 with P(n) kept live through softmax(n+1): the PV wait after 34-66 of 66 exps (spills)"),
-#endif
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16NC>(
+            "v136 EXPERIMENT v130 without the bias compensation (the first v130: LSE off by the f16 bias's rounding)"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16AC>(
+            "v137 EXPERIMENT v130 with the bias compensated in every tile (exact reference, O rescaled every tile)"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
