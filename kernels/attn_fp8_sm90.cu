@@ -990,8 +990,7 @@ static __device__ __forceinline__ void row_trees16(const uint32_t *s, uint32_t &
 /* The new running maxima of a packed S tile's two rows (max on f16x2 is
  * exact, so the maxima equal those of the unpacked values): mn = max(m,
  * cs max s), and mu, the exponents' bias (0 while a row has no valid key). */
-template <class C>
-static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const C &c, float cs, float &mn0,
+static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const Consumer16 &c, float cs, float &mn0,
                                                  float &mn1, float &mu0, float &mu1)
 {
     uint32_t ma, mb;
@@ -1007,18 +1006,17 @@ static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const 
     mu1 = mn1 == -INFINITY ? 0.f : mn1;
 }
 
-/* softmax on the f16x2 S (as softmax() with kExpScale), P8 fragments into
- * p; keys >= kvalid masked (the ragged last tile). */
-/* kBias: how the f16 bias of the exponents is made consistent with the
+/* softmax on the f16x2 S c.s (as softmax() with kExpScale), P8 fragments
+ * into c.p; keys >= kvalid masked (the ragged last tile). kBias: how the f16 bias of the exponents is made consistent with the
  * FP32 reference maximum (see the comment inside); kBiasOff the first v130
  * (v136), kBiasAlways compensated in every tile (v137), kBiasLazy (v130)
  * compensated only where the maximum moves or the rounding is large. */
 enum { kBiasOff = 0, kBiasAlways = 1, kBiasLazy = 2 };
 template <int kBias = kBiasLazy>
-static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], Consumer16 &c, uint32_t (&p)[4][4], float cs,
-                                                 int kvalid, int t, float &alpha0, float &alpha1, float lmult,
-                                                 float imult)
+static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kvalid, int t, float &alpha0,
+                                                 float &alpha1, float lmult, float imult)
 {
+    uint32_t(&s)[32] = c.s;
     if (kvalid < kBN) mask_keys16(s, kvalid, t);
     float mn0, mn1, mu0, mu1;
     row_max16(s, c, cs, mn0, mn1, mu0, mu1);
@@ -1041,19 +1039,15 @@ static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], Consumer16 &
      * others, as l does), and a second row sum lz, each tile's sum times
      * 2^r, gives the LSE exactly. Elsewhere it compensates as kBiasAlways. */
     const uint32_t cs2 = f2h2(cs, cs);
-    float corr0 = 1.f, corr1 = 1.f;
-    if constexpr (kBias == kBiasOff) {
-        alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - mu0);
-        alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - mu1);
-        const uint32_t bg = f2h2(lmult - mu0, lmult - mu0), bh = f2h2(lmult - mu1, lmult - mu1);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
-    } else {
-        const float rho = h2f(cs2).x * rcp_approx(cs);
-        const float b0 = fmaf(-rho, mu0, lmult), b1 = fmaf(-rho, mu1, lmult);
-        const uint32_t bg = f2h2(b0, b0), bh = f2h2(b1, b1);
+    /* b: the exponents' bias; me: the row's new reference maximum (kBiasOff: mu) */
+    const float rho = kBias == kBiasOff ? 1.f : h2f(cs2).x * rcp_approx(cs);
+    const float b0 = fmaf(-rho, mu0, lmult), b1 = fmaf(-rho, mu1, lmult);
+    const uint32_t bg = f2h2(b0, b0), bh = f2h2(b1, b1);
+    float me0 = mu0, me1 = mu1, corr0 = 1.f, corr1 = 1.f;
+    if constexpr (kBias != kBiasOff) {
         const float r0 = b0 - h2f(bg).x, r1 = b1 - h2f(bh).x;
-        float me0 = mu0 + r0, me1 = mu1 + r1;
+        me0 = mu0 + r0;
+        me1 = mu1 + r1;
         if constexpr (kBias == kBiasLazy) {
             const bool keep0 = mn0 == c.m0 && fabsf(r0) <= 0.001953125f; /* also false while m = -inf */
             const bool keep1 = mn1 == c.m1 && fabsf(r1) <= 0.001953125f;
@@ -1062,13 +1056,13 @@ static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], Consumer16 &
             corr0 = keep0 ? fmaf(r0, 0.6931471805599453f, 1.f) : 1.f; /* 2^r to first order: |r| <= 2^-9 */
             corr1 = keep1 ? fmaf(r1, 0.6931471805599453f, 1.f) : 1.f;
         }
-        alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - me0); /* kBiasLazy, kept: ex2(0) = 1 exactly */
-        alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - me1);
-        mn0 = mn0 == -INFINITY ? mn0 : me0; /* a row with no valid key yet keeps m = -inf */
-        mn1 = mn1 == -INFINITY ? mn1 : me1;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
     }
+    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - me0); /* kBiasLazy, kept: ex2(0) = 1 exactly */
+    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - me1);
+    mn0 = mn0 == -INFINITY ? mn0 : me0; /* a row with no valid key yet keeps m = -inf */
+    mn1 = mn1 == -INFINITY ? mn1 : me1;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
     /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
     uint32_t la, lb;
     row_trees16<hadd2>(s, la, lb);
@@ -1083,10 +1077,10 @@ static __device__ __forceinline__ void softmax16(uint32_t (&s)[32], Consumer16 &
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
         const uint32_t *x = s + 8 * kk;
-        p[kk][0] = e4m3x4_from_h2(x[0], x[2]);
-        p[kk][1] = e4m3x4_from_h2(x[1], x[3]);
-        p[kk][2] = e4m3x4_from_h2(x[4], x[6]);
-        p[kk][3] = e4m3x4_from_h2(x[5], x[7]);
+        c.p[kk][0] = e4m3x4_from_h2(x[0], x[2]);
+        c.p[kk][1] = e4m3x4_from_h2(x[1], x[3]);
+        c.p[kk][2] = e4m3x4_from_h2(x[4], x[6]);
+        c.p[kk][3] = e4m3x4_from_h2(x[5], x[7]);
     }
 }
 
@@ -1189,24 +1183,22 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             const float skn = sk_h[n], svn = sv_h[n];
             sm90::mbar_wait(bars.kfull(st), ph);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
-            if constexpr (kQ16) {
+            if constexpr (kQ16)
                 issue_qk16(c.s, dq, sK + st * kTile);
-                sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 32; ++i) sm90::fence_reg(c.s[i]);
-            } else {
+            else
                 issue_qk_fresh(c, dq, sK + st * kTile);
-                sm90::wgmma_wait<0>();
+            sm90::wgmma_wait<0>();
+            constexpr int kSRegs = sizeof(c.s) / sizeof(c.s[0]); /* 64 floats, or 32 f16x2 pairs (kQ16) */
 #pragma unroll
-                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
-            }
+            for (int i = 0; i < kSRegs; ++i) sm90::fence_reg(c.s[i]);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
             release(bars.kempty(st), lane);
             const float em = svn * r256;
             float alpha0, alpha1;
             if constexpr (kQ16) /* P8 converted inside */
-                softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(c.s, c, c.p, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
-                          rcp_approx(em));
+                softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(
+                    c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
+                    rcp_approx(em));
             else
                 softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
                                    __log2f(em), rcp_approx(em));
