@@ -73,6 +73,10 @@
  *        (docs/perf.md, 2026-12-03 fifth run, with the retired wg3p
  *        variants v80-v97: fold 2/4, 2 V stages, P converted under PV, no
  *        proxy fence, K released after the PV wait; code in commit 6a1e261).
+ *   Retired 2026-12-06 (third session; H100, docs/perf.md; code in commit
+ *   2c70c88): v140-v144, 4-16 of the 64 exp2 per tile as polynomials on the
+ *   FMA pipe in v78 (2-8% slower, in proportion to the instructions they
+ *   add: the exp unit's throughput does not bound the loop).
  *   Retired in commit 4ae3315 (measured, docs/perf.md 2026-12-03 fourth
  *   run): part of the exp2 on the FMA pipe (v50-53), a WG2 start offset and
  *   3 stages (v52, v54), exps in f16 (v91, v92: `ex2.approx.f16x2` is two
@@ -364,50 +368,17 @@ template <int N = 64> static __device__ __forceinline__ void row_max(const float
     mx1 = fmaxf(fmaxf(a1[0], a1[2]), fmaxf(a1[1], a1[3]));
 }
 
-/* 2^x on the FMA pipe, for the share of a tile's exponentials that kPoly
- * moves off the exp unit: 2^x = 2^n 2^f with n = rint(x) (adding 1.5 2^23
- * leaves n in the low mantissa bits), f = x - n in [-1/2, 1/2], 2^f a
- * relative-minimax polynomial of degree kDeg (max relative error 7.5e-5
- * for 3, 2.6e-6 for 4; ex2.approx's is ~2^-22), and n added to its
- * exponent field. x is clamped to -125 first (2^f >= 2^-1/2 has exponent
- * field >= 126, so the sum stays >= 1; -inf, a masked key, gives 2^-125
- * instead of 0: a P8 of 0 and nothing visible in l). The 4ae3315 form
- * (degree 3 on [0, 1), 16-24 of 64) was slower in the two-warpgroup v16. */
-template <int kDeg> static __device__ __forceinline__ float ex2_poly(float x)
-{
-    static_assert(kDeg == 3 || kDeg == 4, "coefficients for degree 3 or 4");
-    x = fmaxf(x, -125.f);
-    const float t = x + 12582912.f; /* 1.5 * 2^23 + rint(x), exactly */
-    const float f = x - (t - 12582912.f);
-    float p;
-    if constexpr (kDeg == 3)
-        p = fmaf(fmaf(fmaf(0.05517167f, f, 0.24261113f), f, 0.69326097f), f, 0.99992806f);
-    else
-        p = fmaf(fmaf(fmaf(fmaf(0.009570102f, f, 0.05591786f), f, 0.24024744f), f, 0.69312179f), f, 0.99999928f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23)); /* (1.5 * 2^23) << 23 wraps to 0 */
-}
-
-/* 2^x for element i of a tile's N: kPoly of every 64 (spread evenly) on
- * the FMA pipe, the rest on the exp unit */
-template <int N, int kPoly, int kDeg> static __device__ __forceinline__ float ex2_at(int i, float x)
-{
-    if constexpr (kPoly == 0)
-        return ex2(x);
-    else
-        return (i * kPoly) % N < kPoly * (N / 64) ? ex2_poly<kDeg>(x) : ex2(x);
-}
-
 /* p = ex2(x * cs + b) in place for the two rows (biases b0, b1), added to
  * the per-thread sums */
-template <int N = 64, int kPoly = 0, int kDeg = 3>
+template <int N = 64>
 static __device__ __forceinline__ void exps(float *s, float cs, float b0, float b1, float &sum0, float &sum1)
 {
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) {
-        s[4 * j + 0] = ex2_at<N, kPoly, kDeg>(4 * j + 0, fmaf(s[4 * j + 0], cs, b0));
-        s[4 * j + 1] = ex2_at<N, kPoly, kDeg>(4 * j + 1, fmaf(s[4 * j + 1], cs, b0));
-        s[4 * j + 2] = ex2_at<N, kPoly, kDeg>(4 * j + 2, fmaf(s[4 * j + 2], cs, b1));
-        s[4 * j + 3] = ex2_at<N, kPoly, kDeg>(4 * j + 3, fmaf(s[4 * j + 3], cs, b1));
+        s[4 * j + 0] = ex2(fmaf(s[4 * j + 0], cs, b0));
+        s[4 * j + 1] = ex2(fmaf(s[4 * j + 1], cs, b0));
+        s[4 * j + 2] = ex2(fmaf(s[4 * j + 2], cs, b1));
+        s[4 * j + 3] = ex2(fmaf(s[4 * j + 3], cs, b1));
         sum0 += s[4 * j + 0] + s[4 * j + 1];
         sum1 += s[4 * j + 2] + s[4 * j + 3];
     }
@@ -416,7 +387,7 @@ static __device__ __forceinline__ void exps(float *s, float cs, float b0, float 
 /* Online softmax on the raw dots in c.s (tile with scalar cs); leaves p in
  * c.s and returns the O rescale factors. kvalid: keys of this tile < S
  * (128 unless it is the ragged last tile). */
-template <bool kExpScale = false, bool kNoBranch = false, int kPoly = 0, int kDeg = 3>
+template <bool kExpScale = false, bool kNoBranch = false>
 static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid, int t, float &alpha0,
                                                float &alpha1, float lmult = 0.f, float imult = 1.f)
 {
@@ -448,7 +419,7 @@ static __device__ __forceinline__ void softmax(Consumer &c, float cs, int kvalid
      * 1 / mult (two multiplies per row). */
     const float b0 = kExpScale ? lmult - mu0 : -mu0, b1 = kExpScale ? lmult - mu1 : -mu1;
     float sum0 = 0.f, sum1 = 0.f;
-    exps<64, kPoly, kDeg>(c.s, cs, b0, b1, sum0, sum1);
+    exps(c.s, cs, b0, b1, sum0, sum1);
     c.m0 = mn0;
     c.m1 = mn1;
     if constexpr (kExpScale) {
@@ -694,8 +665,6 @@ enum : unsigned {
     kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
     kFS16NC = 262144u, /* EXPERIMENT, with kFS16: the exponent's f16 bias not compensated (softmax16, v136) */
     kFS16AC = 524288u, /* EXPERIMENT, with kFS16: the bias compensated in every tile (softmax16, v137) */
-    kFPoly4 = 1048576u, /* EXPERIMENT (wg3): 4 x (bits 20-22) of each thread's 64 exp2 per tile on the FMA pipe (ex2_poly) */
-    kFPolyDeg4 = 8388608u, /* with kFPoly*: ex2_poly of degree 4 instead of 3 */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -1156,8 +1125,6 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
     constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
-    constexpr int kPoly = 4 * (int)((kF / kFPoly4) & 7u), kPolyDeg = (kF & kFPolyDeg4) ? 4 : 3;
-    static_assert(kPoly == 0 || !kQ16, "ex2_poly is for the FP32 softmax");
     static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace), "kFS16 is built on v78");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
@@ -1237,8 +1204,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                     c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                     rcp_approx(em));
             else
-                softmax<kExpScale, false, kPoly, kPolyDeg>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t,
-                                                          alpha0, alpha1, __log2f(em), rcp_approx(em));
+                softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
+                                   __log2f(em), rcp_approx(em));
             rescale_o(c, alpha0, alpha1);
             if constexpr (!kQ16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
@@ -1541,12 +1508,6 @@ static const Variant *variants(int *count)
             "v136 EXPERIMENT v130 without the bias compensation (the first v130: LSE off by the f16 bias's rounding)"),
         make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16AC>(
             "v137 EXPERIMENT v130 with the bias compensated in every tile (exact reference, O rescaled every tile)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | 2 * kFPoly4>("v140 EXPERIMENT v78 with 8 of 64 exp2 per tile on the FMA pipe (degree 3)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | 2 * kFPoly4 | kFPolyDeg4>(
-            "v141 EXPERIMENT v78 with 8 of 64 exp2 per tile on the FMA pipe (degree 4)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | kFPoly4>("v142 EXPERIMENT v78 with 4 of 64 exp2 per tile on the FMA pipe (degree 3)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | 3 * kFPoly4>("v143 EXPERIMENT v78 with 12 of 64 exp2 per tile on the FMA pipe (degree 3)"),
-        make_variant3<2, 0, kFExpScale | kFVMean | 4 * kFPoly4>("v144 EXPERIMENT v78 with 16 of 64 exp2 per tile on the FMA pipe (degree 3)"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
