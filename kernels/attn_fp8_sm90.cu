@@ -23,7 +23,7 @@
  *   Variants (template parameters, picked at run time by the environment
  *   variable H3_SM90_VARIANT=N, the entry named "vN", read once; unset =
  *   H3_SM90_DEFAULT_VARIANT, 16, or with V smoothed (a mean passed)
- *   H3_SM90_SMOOTH_VARIANT, 78):
+ *   H3_SM90_SMOOTH_VARIANT, 147):
  *     0  in-order loop: QK^T(n), softmax(n), PV(n), each waited for; 2 stages.
  *     1  intra-warpgroup overlap: QK^T(n) and PV(n-1) issued together,
  *        softmax(n) while PV(n-1) runs on the tensor cores (FA3); 2 stages.
@@ -48,6 +48,12 @@
  *        2026-12-04). Dropping the unused 96 KB FP32 copy (zeroed and read
  *        back once per CTA) made it 4.8% faster; 3 or 4 K/V stages in the
  *        freed space did not help (27.36-27.50 vs 27.35 ms).
+ *     147 78 with each key tile's softmax scalars (cs, log2 and inverse of
+ *        P8's multiplier) computed once per CTA into a table in shared
+ *        memory (kFTab, 48 bytes per key tile): the same arithmetic, 20
+ *        instructions and two MUFU per tile less, 1.0-1.7% faster than 78
+ *        on the H100 (2026-12-06): the default when V is smoothed. Past
+ *        376,448 tokens the table would not fit and the launch runs 78.
  *     130 EXPERIMENT (kFS16): 78 with S = Q K^T in an FP16 accumulator
  *        (32 registers instead of 64) and the softmax on f16x2 pairs; Q's
  *        codes scaled by 2^-9 in shared memory so no FP16 sum can overflow.
@@ -145,11 +151,12 @@ extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataTy
 #define H3_SM90_DEFAULT_VARIANT 16
 #endif
 /* The default when V is smoothed (a mean is passed): with V's mean out of
- * the truncating accumulator the wg3 kernel needs no FP32 fold of O. (v130,
- * S summed in FP16, is 4-7% faster but fails the contract's tests on rows
- * with large logits: docs/perf.md 2026-12-06 second session.) */
+ * the truncating accumulator the wg3 kernel needs no FP32 fold of O; v147
+ * is v78 with its per-tile scalars in a table. (v130, S summed in FP16, is
+ * 4-7% faster but fails the contract's tests on rows with large logits:
+ * docs/perf.md 2026-12-06 second session.) */
 #ifndef H3_SM90_SMOOTH_VARIANT
-#define H3_SM90_SMOOTH_VARIANT 78
+#define H3_SM90_SMOOTH_VARIANT 147
 #endif
 
 namespace {
@@ -665,6 +672,7 @@ enum : unsigned {
     kFS16 = 131072u,   /* EXPERIMENT (wg3, never folded): S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
     kFS16NC = 262144u, /* EXPERIMENT, with kFS16: the exponent's f16 bias not compensated (softmax16, v136) */
     kFS16AC = 524288u, /* EXPERIMENT, with kFS16: the bias compensated in every tile (softmax16, v137) */
+    kFTab = 33554432u, /* wg3: each tile's softmax scalars computed once per CTA into shared memory (v147) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -1109,7 +1117,8 @@ static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kv
 constexpr int kWg3Rows = 192, kWg3Threads = 512, kWg3Consumers = 3;
 template <int St, bool kO32 = true> struct SmemLayout3 {
     static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + St * kTile, kOffO = kOffV + St * kTile,
-                              kOffBar = kOffO + (kO32 ? kWg3Consumers * 128 * 64 * 4 : 0);
+                              kOffBar = kOffO + (kO32 ? kWg3Consumers * 128 * 64 * 4 : 0),
+                              kOffTab = kOffBar + 128; /* kFTab: 16 bytes per key tile and WG, beyond kBytes */
     static constexpr int kBytes = (int)kOffBar + 128 + 1024;
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
 };
@@ -1126,6 +1135,13 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     constexpr bool kExpScale = kF & kFExpScale, kXTrace = kF & kFXTrace;
     constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
     static_assert(!kQ16 || (kFlush == 0 && kExpScale && (kF & kFVMean) && !kXTrace), "kFS16 is built on v78");
+    /* kTab: a tile's softmax scalars (cs, log2 and inverse of P8's
+     * multiplier) computed once per CTA by the WG's threads into a table in
+     * shared memory (the launch adds 48 bytes per key tile), the loop reads
+     * them with one 16-byte load instead of two global loads, their address
+     * arithmetic, a MUFU.LG2 and a MUFU.RCP per tile. Same arithmetic. */
+    constexpr bool kTab = kF & kFTab;
+    static_assert(!kTab || (kExpScale && !kQ16), "kFTab is built on the FP32 softmax with kFExpScale");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -1179,12 +1195,30 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
         const int klast = S - (nkt - 1) * kBN;
         const bool tr = kXTrace && trace_start(tw, wgi);
+        const uint32_t tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u; /* kTab: this WG's table */
+        if constexpr (kTab) {
+            for (int n = tw; n < nkt; n += 128) {
+                const float em = sv_h[n] * r256;
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)n),
+                             "f"((sqq * sk_h[n]) * kScaleLog2), "f"(__log2f(em)), "f"(rcp_approx(em)), "f"(0.f)
+                             : "memory");
+            }
+            sm90::named_bar_sync(1 + wgi, 128);
+        }
         sm90::mbar_wait(bars.qfull(), 0);
         if constexpr (kQ16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
-            const float skn = sk_h[n], svn = sv_h[n];
+            float skn = 0.f, svn = 0.f, tcs, tlm, tim, tpad;
+            if constexpr (kTab)
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                             : "=f"(tcs), "=f"(tlm), "=f"(tim), "=f"(tpad)
+                             : "r"(tb + 16u * (uint32_t)n)
+                             : "memory");
+            else
+                skn = sk_h[n], svn = sv_h[n];
+            (void)tpad;
             sm90::mbar_wait(bars.kfull(st), ph);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
             if constexpr (kQ16)
@@ -1203,6 +1237,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(
                     c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                     rcp_approx(em));
+            else if constexpr (kTab)
+                softmax<kExpScale>(c, tcs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, tlm, tim);
             else
                 softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
                                    __log2f(em), rcp_approx(em));
@@ -1471,23 +1507,24 @@ struct Variant {
     int rows;    /* queries per CTA: 128 (two consumer WGs) or 192 (wg3) */
     int threads; /* per CTA */
     int vmean;   /* adds V's mean (kFVMean): runs the calls with a mean, the others those without */
+    int tab;     /* kFTab: shared memory bytes per key tile beyond smem */
 };
 
 template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0, 0};
 }
 
 template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St, Flush != 0>::kBytes, name, kWg3Rows,
-                   kWg3Threads, (F & kFVMean) != 0};
+                   kWg3Threads, (F & kFVMean) != 0, (F & kFTab) ? 16 * kWg3Consumers : 0};
 }
 
 template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3p_kernel<KS, VS, Flush, F>, SmemLayout3p<KS, VS>::kBytes, name, kWg3Rows,
-                   kWg3pThreads, (F & kFVMean) != 0};
+                   kWg3pThreads, (F & kFVMean) != 0, 0};
 }
 
 static const Variant *variants(int *count)
@@ -1508,6 +1545,8 @@ static const Variant *variants(int *count)
             "v136 EXPERIMENT v130 without the bias compensation (the first v130: LSE off by the f16 bias's rounding)"),
         make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16AC>(
             "v137 EXPERIMENT v130 with the bias compensated in every tile (exact reference, O rescaled every tile)"),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFTab>(
+            "v147 wg3 never folded, V's mean added, each tile's softmax scalars in a table (v78 past 376k tokens)"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
@@ -1615,9 +1654,15 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     if ((uintptr_t)vmu & 7u) return (int)cudaErrorMisalignedAddress;                            /* float2 loads */
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
     int n = 0;
-    const Variant &v = variants(&n)[selected_variant(vmu != nullptr)];
-    if (v.vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */
+    const Variant *vs = variants(&n);
     const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
+    int sel = selected_variant(vmu != nullptr);
+    /* a kFTab variant whose per-tile table would not fit (S past ~370k
+     * tokens) runs as v78, the same kernel without the table */
+    if (vs[sel].tab && vs[sel].smem + (long long)vs[sel].tab * (S_pad / kBN) > 227 * 1024) sel = variant_index(vs, n, 78);
+    if (sel < 0) return (int)cudaErrorInvalidValue;
+    const Variant &v = vs[sel];
+    if (v.vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */
     const int nqt = (S + v.rows - 1) / v.rows;   /* CTAs per head */
     if ((long long)H * nqt > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
 
@@ -1627,9 +1672,11 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
 
-    cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
+    const long long smem = v.smem + (long long)v.tab * (S_pad / kBN); /* kFTab variants: their table on top */
+    cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
-    v.fn<<<H * nqt, v.threads, v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O, lse);
+    v.fn<<<H * nqt, v.threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O,
+                                                                     lse);
     ce = cudaGetLastError();
     const char *trace = getenv("H3_SM90_TRACE");
     if (ce == cudaSuccess && trace && *trace && strstr(v.name, "trace") && H * nqt > kTraceCta) {

@@ -56,7 +56,7 @@ for s in $steps; do
       cuobjdump --dump-sass "$f" >"$OUT/$(basename "$f" .cu.o).sass" 2>&1
       echo "$(basename "$f"): $(grep -c QGMMA "$OUT/$(basename "$f" .cu.o).sass") QGMMA, $(grep -cE 'HMMA|QMMA' "$OUT/$(basename "$f" .cu.o).sass") HMMA/QMMA, $(grep -cE 'LDL|STL' "$OUT/$(basename "$f" .cu.o).sass") LDL/STL"
     done | tee -a "$OUT/session.log" ;;
-  ncu) # the three launches: attn_fp8_mma, attn_fp8_sm90 without and with a V mean (v16, v78)
+  ncu) # the three launches: attn_fp8_mma, attn_fp8_sm90 without and with a V mean (v16, v147)
     log ncu
     if [ -x "$BUILD/tools/bench/bench_attn" ]; then
       timeout 200 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
