@@ -469,13 +469,15 @@ static void test_fp8_error(void)
         }
         /* Q/K rotation: on the stress mix it spreads the outlier channels
          * and must cut the error (rotated / plain measured 0.61-0.69 with
-         * tools/attn_error's seeds 1-6 at this size, 0.67-0.71 with this
-         * test's seeds 11-18: bound 0.8); on N(0,1) it changes nothing but
-         * the draw of roundings (0.998-1.007: bound 1.05). */
+         * tools/attn_error's seeds 1-6 at this size; over 70 of this test's
+         * random seeds 0.58-0.77, mean ~0.69, and one draw reached 0.800,
+         * which failed the first bound of 0.8: bound 0.9, ~4.5 standard
+         * deviations out, still a clear cut); on N(0,1) it changes nothing
+         * but the draw of roundings (0.998-1.007: bound 1.05). */
         const double plain = err_bf16(Of, Oe, n).rel_rms; /* tile 128, the last of the loop */
         cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, 1, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
         cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 128, 1, NULL, S, Of, NULL);
-        const double rot = err_bf16(Of, Oe, n).rel_rms, rbound = stress ? 0.8 : 1.05;
+        const double rot = err_bf16(Of, Oe, n).rel_rms, rbound = stress ? 0.9 : 1.05;
         const int rok = isfinite(rot) && rot < rbound * plain;
         printf("  %-30s S=%d H=%d Q/K rotated: rel RMS %.4f, %.3f of unrotated (< %.2f) %s\n",
                stress ? "FA3 stress mix" : "N(0,1)", S, H, rot, rot / plain, rbound, rok ? "ok" : "FAIL");
