@@ -176,6 +176,8 @@ constexpr uint32_t kTile = 16384; /* 128 x 128 e4m3 */
  * 128 B). */
 template <int St> struct SmemLayout {
     static constexpr uint32_t kOffK = kTile, kOffV = kTile * (1 + St), kOffBar = kTile * (1 + 2 * St);
+    /* (also a use of kOffK and kOffV in passes for GPUs without the kernel) */
+    static_assert(kOffV == kOffK + St * kTile && kOffBar == kOffV + St * kTile, "Q | K[St] | V[St] back to back");
     static constexpr int kBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
     static_assert(8 * (1 + 4 * St) <= 128, "mbarriers overflow their 128 bytes");
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
@@ -1294,7 +1296,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
  * FP32 copy o32 in shared memory, as in wg3. Measured 8% slower than wg3
  * (docs/perf.md): every ordering tried converged on ~3,250 cycles per tile
  * and warpgroup. */
-constexpr int kWg3pThreads = 384, kWg3pWarps = 12;
+constexpr int kWg3pThreads = 384;
+[[maybe_unused]] constexpr int kWg3pWarps = 12; /* device code only */
 template <int KS, int VS> struct SmemLayout3p {
     static constexpr int St = KS > VS ? KS : VS; /* barrier slots */
     static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + KS * kTile, kOffO = kOffV + VS * kTile,
