@@ -1674,8 +1674,8 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     const Variant *vs = variants(&n);
     const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
     int sel = selected_variant(vmu != nullptr);
-    /* a kFTab variant whose per-tile table would not fit (S past ~370k
-     * tokens) runs as v78, the same kernel without the table */
+    /* a kFTab variant whose per-tile table would not fit (v147: S past
+     * 376,448 tokens) runs as v78, the same kernel without the table */
     if (vs[sel].tab && vs[sel].smem + (long long)vs[sel].tab * (S_pad / kBN) > 227 * 1024) sel = variant_index(vs, n, 78);
     if (sel < 0) return (int)cudaErrorInvalidValue;
     const Variant &v = vs[sel];
