@@ -1125,6 +1125,22 @@ static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kv
  * warp's 16-byte accesses are contiguous): o32 = o32 * 2^(m_flush - m) + o.
  * Shared memory: Q 24 KB | K[St], V[St] 16 KB each | o32 96 KB | mbarriers.
  * kFlush = 0: never folded (V smoothed: see kFVMean), no o32 at all. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace {
+/* A key tile's softmax scalars (kFExpScale): cs = (sq sk) D^-0.5 log2 e, and
+ * the log2 and inverse of P8's multiplier em = sv r256 -- in the loop, or
+ * once per CTA into kFTab's table: the same operations either way. */
+struct TileScalars {
+    float cs, lmult, imult;
+};
+static __device__ __forceinline__ TileScalars tile_scalars(float sqq, float skn, float svn, float r256)
+{
+    const float em = svn * r256;
+    return TileScalars{(sqq * skn) * kScaleLog2, __log2f(em), rcp_approx(em)};
+}
+} // namespace
+#endif
+
 constexpr int kWg3Rows = 192, kWg3Threads = 512, kWg3Consumers = 3;
 template <int St, bool kO32 = true> struct SmemLayout3 {
     static constexpr uint32_t kOffK = 3 * (kTile / 2), kOffV = kOffK + St * kTile, kOffO = kOffV + St * kTile,
@@ -1211,9 +1227,9 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         const uint32_t tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u; /* kTab: this WG's table */
         if constexpr (kTab) {
             for (int n = tw; n < nkt; n += 128) {
-                const float em = sv_h[n] * r256;
-                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)n),
-                             "f"((sqq * sk_h[n]) * kScaleLog2), "f"(__log2f(em)), "f"(rcp_approx(em)), "f"(0.f)
+                const TileScalars ts = tile_scalars(sqq, sk_h[n], sv_h[n], r256);
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)n), "f"(ts.cs),
+                             "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
                              : "memory");
             }
             sm90::named_bar_sync(1 + wgi, 128);
@@ -1223,15 +1239,18 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         for (int n = 0; n < nkt; ++n) {
             const int st = n % kStages;
             const uint32_t ph = (uint32_t)(n / kStages) & 1u;
-            float skn = 0.f, svn = 0.f, tcs, tlm, tim, tpad;
-            if constexpr (kTab)
+            float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
+            TileScalars ts{};
+            if constexpr (kTab) {
+                float pad;
                 asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                             : "=f"(tcs), "=f"(tlm), "=f"(tim), "=f"(tpad)
+                             : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
                              : "r"(tb + 16u * (uint32_t)n)
                              : "memory");
-            else
+                (void)pad;
+            } else {
                 skn = sk_h[n], svn = sv_h[n];
-            (void)tpad;
+            }
             sm90::mbar_wait(bars.kfull(st), ph);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][0] = clock64();
             if constexpr (kQ16)
@@ -1244,18 +1263,14 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             for (int i = 0; i < kSRegs; ++i) sm90::fence_reg(c.s[i]);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][1] = clock64();
             release(bars.kempty(st), lane);
-            const float em = svn * r256;
+            if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
             float alpha0, alpha1;
             if constexpr (kQ16) /* P8 converted inside */
                 softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(
-                    c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
-                    rcp_approx(em));
-            else if constexpr (kTab)
-                softmax<kExpScale, false, (kF & kFFinite) != 0>(c, tcs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
-                                                                tlm, tim);
+                    c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
             else
-                softmax<kExpScale>(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1,
-                                   __log2f(em), rcp_approx(em));
+                softmax<kExpScale, false, (kF & kFFinite) != 0>(c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0,
+                                                                alpha1, ts.lmult, ts.imult);
             rescale_o(c, alpha0, alpha1);
             if constexpr (!kQ16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
@@ -1542,6 +1557,9 @@ template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(c
                    kWg3pThreads, (F & kFVMean) != 0, 0};
 }
 
+/* the dynamic shared memory a variant launches with at S_pad tokens */
+static long long launch_smem(const Variant &v, int S_pad) { return v.smem + (long long)v.tab * (S_pad / kBN); }
+
 static const Variant *variants(int *count)
 {
     static const Variant v[] = {
@@ -1676,7 +1694,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     int sel = selected_variant(vmu != nullptr);
     /* a kFTab variant whose per-tile table would not fit (v147: S past
      * 376,448 tokens) runs as v78, the same kernel without the table */
-    if (vs[sel].tab && vs[sel].smem + (long long)vs[sel].tab * (S_pad / kBN) > 227 * 1024) sel = variant_index(vs, n, 78);
+    if (vs[sel].tab && launch_smem(vs[sel], S_pad) > 227 * 1024) sel = variant_index(vs, n, 78);
     if (sel < 0) return (int)cudaErrorInvalidValue;
     const Variant &v = vs[sel];
     if (v.vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */
@@ -1689,7 +1707,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
 
-    const long long smem = v.smem + (long long)v.tab * (S_pad / kBN); /* kFTab variants: their table on top */
+    const long long smem = launch_smem(v, S_pad);
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
     v.fn<<<H * nqt, v.threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O,

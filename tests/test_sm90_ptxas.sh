@@ -7,8 +7,8 @@
 # Hopper). With a cuobjdump (H3_CUOBJDUMP, else what tools/find_cuobjdump.sh
 # finds: PATH, beside nvcc, or the venv's nvidia-cuda-cuobjdump that
 # tools/deps.sh installs; it runs the nvdisasm beside it or on PATH) it also
-# reads the SASS
-# of the default variants (v16, v147, and v78, which v147 falls back to): their main loop must hold the FP8
+# reads the SASS of the default variants (v16, v147, and v78, which v147
+# falls back to): their main loop must hold the FP8
 # wgmmas (QGMMA), no local loads/stores, and no run of more than 16 MUFU
 # (tests/sass_loop_check.py says why). These are compile-time facts, so this
 # runs on machines without a GPU (CI too).
