@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const char *const h3_stage_names[H3_STAGE_COUNT] = {
     "adaln",     "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_gemm",
@@ -104,3 +105,13 @@ double h3_stage_flops(const h3_config *c, int S, int stage)
     default: return 0;
     }
 }
+
+int h3_profile_parse(const char *s, h3_profile *p)
+{
+    if (!strcmp(s, "model")) *p = H3_PROFILE_MODEL;
+    else if (!strcmp(s, "uniform")) *p = H3_PROFILE_UNIFORM;
+    else return -1;
+    return 0;
+}
+
+const char *h3_profile_name(h3_profile p) { return p == H3_PROFILE_UNIFORM ? "uniform" : "model"; }

@@ -91,6 +91,19 @@ extern const char *const h3_gemm_names[H3_GEMMS]; /* "qkv", "out", "fc1", "fc2":
 #define H3_GEMM_LIST_LEN 16
 void h3_gemm_list(int mask, char *buf, size_t len);
 
+/* Synthetic data profiles (gen_weights, gen_inputs, dit_block's own inputs;
+ * docs/DESIGN.md "Synthetic data" says what each choice follows):
+ *   H3_PROFILE_MODEL    the statistics of a trained DiT: q/k-norm gains far
+ *                       from 1 (sharp attention rows), massive-activation
+ *                       channels and channel means in the hidden states (so
+ *                       V, a GEMM output, has per-channel means), adaLN
+ *                       biases that matter, heavy-tailed weights. The default.
+ *   H3_PROFILE_UNIFORM  i.i.d. normal weights and inputs, near-identity
+ *                       norms: nearly uniform attention (the first block). */
+typedef enum { H3_PROFILE_MODEL = 0, H3_PROFILE_UNIFORM = 1 } h3_profile;
+int h3_profile_parse(const char *s, h3_profile *p); /* "model" or "uniform": 0, else -1 */
+const char *h3_profile_name(h3_profile p);
+
 h3_config h3_config_full(void); /* the published H3 block */
 h3_config h3_config_tiny(void); /* hidden 256, 2 heads x 128, SwiGLU 512, temb 64 */
 

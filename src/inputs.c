@@ -81,7 +81,48 @@ static void count_tags(h3_inputs *in)
         if (in->tags[i] >= 0 && in->tags[i] < 3) in->count[in->tags[i]]++;
 }
 
-int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_inputs *in, char *err, size_t errlen)
+/* H3_PROFILE_MODEL's hidden states: every channel c carries a mean m_c =
+ * 0.5 N(0,1) (stream 2), and H3_MASSIVE_PER_5376 channels per 5376 (at least
+ * one; indices and signs from stream 3) a massive activation +-(40 + 4 N(0,1))
+ * in every token -- few fixed channels, ~40x the typical magnitude, of one
+ * sign across tokens (docs/DESIGN.md "Synthetic data"). */
+#define H3_MASSIVE_PER_5376 8
+#define H3_MASSIVE_VALUE 40.0
+static int model_hidden_states(const h3_config *cfg, int S, uint64_t seed, uint16_t *x)
+{
+    const int C = cfg->hidden;
+    int nm = C * H3_MASSIVE_PER_5376 / 5376;
+    if (nm < 1) nm = 1;
+    double *mean = malloc(sizeof(double) * C); /* [C]: the channel's mean, or its massive value */
+    char *massive = calloc((size_t)C, 1);
+    if (!mean || !massive) {
+        free(mean);
+        free(massive);
+        return -1;
+    }
+    for (int c = 0; c < C; c++) mean[c] = 0.5 * h3_normal(seed, 2, (uint64_t)c);
+    for (int j = 0; j < nm; j++) {
+        int c = (int)(h3_uniform(seed, 3, 2 * (uint64_t)j) * C);
+        while (massive[c]) c = (c + 1) % C; /* nm distinct channels */
+        massive[c] = 1;
+        mean[c] = h3_uniform(seed, 3, 2 * (uint64_t)j + 1) < 0.5 ? -H3_MASSIVE_VALUE : H3_MASSIVE_VALUE;
+    }
+    const int64_t nx = (int64_t)S * C;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (int64_t e = 0; e < nx; e++) {
+        const int c = (int)(e % C);
+        const double z = h3_normal(seed, 0, (uint64_t)e);
+        x[e] = h3_f32_to_bf16((float)(mean[c] + (massive[c] ? 0.1 * fabs(mean[c]) * z : z)));
+    }
+    free(mean);
+    free(massive);
+    return 0;
+}
+
+int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile profile, h3_inputs *in, char *err,
+                      size_t errlen)
 {
     memset(in, 0, sizeof *in);
     if (err && errlen) err[0] = 0;
@@ -124,10 +165,18 @@ int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_inputs *in,
         in->pos[3 * i + 2] = (float)((r % GRID_W) * a);
     }
     const int64_t nx = (int64_t)S * cfg->hidden;
+    if (profile == H3_PROFILE_MODEL) {
+        if (model_hidden_states(cfg, S, seed, in->x) != 0) {
+            h3_inputs_free(in);
+            seterr(err, errlen, "default inputs: out of memory");
+            return -1;
+        }
+    } else {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static)
 #endif
-    for (int64_t e = 0; e < nx; e++) in->x[e] = h3_f32_to_bf16((float)h3_normal(seed, 0, (uint64_t)e));
+        for (int64_t e = 0; e < nx; e++) in->x[e] = h3_f32_to_bf16((float)h3_normal(seed, 0, (uint64_t)e));
+    }
     for (int j = 0; j < cfg->temb; j++) in->temb[j] = (float)h3_normal(seed, 1, (uint64_t)j);
     count_tags(in);
     return 0;

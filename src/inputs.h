@@ -25,8 +25,11 @@ typedef struct {
 
 /* The packed H3 layout of an 864x480, 243-frame clip for S = 30272 (302 text,
  * 810 audio, 29160 video tokens on a 72x15x27 latent grid); other S keep the
- * same proportions. x ~ N(0,1) in BF16, temb ~ N(0,1), from seed. */
-int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_inputs *in, char *err, size_t errlen);
+ * same proportions. temb ~ N(0,1); x in BF16 from seed: N(0,1) (uniform
+ * profile), or N(0,1) plus per-channel means and a few massive-activation
+ * channels (model profile, inputs.c). */
+int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile profile, h3_inputs *in, char *err,
+                      size_t errlen);
 int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *err, size_t errlen);
 int h3_inputs_save(const char *path, const h3_config *cfg, const h3_inputs *in, char *err, size_t errlen);
 void h3_inputs_free(h3_inputs *in);

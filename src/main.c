@@ -31,17 +31,24 @@ static void die_user(const char *msg)
     exit(2);
 }
 
-static void print_summary(const h3_block *b, const h3_inputs *in, const char *path)
+static void print_summary(const h3_block *b, const h3_inputs *in, const char *path, const cli_options *o)
 {
     const h3_config *c = &b->cfg;
-    fprintf(stderr, "weights %s: %d tensors, %.3f GB BF16 (%lld parameters)%s\n", path, b->file.n_tensors,
+    const char *profile = st_meta(&b->file, "profile"); /* gen_weights' synthetic blocks say which */
+    fprintf(stderr, "weights %s: %d tensors, %.3f GB BF16 (%lld parameters)%s%s%s\n", path, b->file.n_tensors,
             h3_param_count(c) * 2 / 1e9, (long long)h3_param_count(c),
-            b->block_index >= 0 ? "" : ", no block prefix");
+            b->block_index >= 0 ? "" : ", no block prefix", profile ? ", synthetic, profile " : "",
+            profile ? profile : "");
     if (b->block_index >= 0) fprintf(stderr, "  block %d\n", b->block_index);
     fprintf(stderr, "  config: hidden %d, heads %d x %d, ffn %d, temb %d, modalities %d, eps %g\n", c->hidden,
             c->heads, c->head_dim, c->ffn, c->temb, c->modalities, c->eps);
-    fprintf(stderr, "inputs: %d tokens (video %d, text %d, audio %d)\n", in->S, in->count[H3_TAG_VIDEO],
+    fprintf(stderr, "inputs: %d tokens (video %d, text %d, audio %d)", in->S, in->count[H3_TAG_VIDEO],
             in->count[H3_TAG_TEXT], in->count[H3_TAG_AUDIO]);
+    if (o->input)
+        fprintf(stderr, " from %s\n", o->input);
+    else
+        fprintf(stderr, ", synthetic: profile %s, seed %llu\n", h3_profile_name((h3_profile)o->profile),
+                (unsigned long long)o->seed);
 }
 
 /* NaN or Inf anywhere in the weights or x would make every later check
@@ -194,10 +201,10 @@ int main(int argc, char **argv)
             return 1;
         }
 #endif
-        if (h3_inputs_default(cfg, S, o.seed, &in, err, sizeof err)) die_user(err);
+        if (h3_inputs_default(cfg, S, o.seed, (h3_profile)o.profile, &in, err, sizeof err)) die_user(err);
     }
     require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");
-    print_summary(&blk, &in, o.weights);
+    print_summary(&blk, &in, o.weights, &o);
 
     uint16_t *out = NULL;
     if (o.output || (!use_gpu)) {

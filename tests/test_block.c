@@ -111,30 +111,74 @@ static void expect_fail(const char *path, const char *what, const char *frag1, c
     EXPECT(!frag2 || strstr(err, frag2), "%s: error lacks '%s': %s", what, frag2, err);
 }
 
+/* Mean, sd and kurtosis of n BF16 values; sd < 0 if any is not finite. */
+static void moments(const uint16_t *w, int64_t n, double *mu, double *sd, double *kurt)
+{
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = h3_bf16_to_f32(w[i]);
+        if (!isfinite(v)) {
+            *mu = *sd = *kurt = -1;
+            return;
+        }
+        s += v, s2 += v * v;
+    }
+    *mu = s / n;
+    *sd = sqrt(s2 / n - *mu * *mu);
+    double s4 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = h3_bf16_to_f32(w[i]) - *mu;
+        s4 += d * d * d * d;
+    }
+    *kurt = s4 / n / (*sd * *sd * *sd * *sd);
+}
+
+/* Every tensor's mean and sd against gen_weights' distribution for the
+ * profile, within 5 standard errors of the estimate (for heavy tails the sd's
+ * standard error is sd sqrt((kurtosis - 1) / 4n)) plus 1% for BF16 rounding;
+ * the model profile's projections must be heavy-tailed (kurtosis 3e = 8.2
+ * drawn; > 5 asserted, a normal gives 3), its q/k-norm gains inside [0.5, 3]. */
+static void check_distributions(const h3_block *b, h3_profile profile)
+{
+    const int model = profile == H3_PROFILE_MODEL;
+    h3_tensor_spec sp[H3_T_COUNT];
+    h3_tensor_specs(&b->cfg, sp);
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        int64_t n = sp[i].rank == 1 ? sp[i].shape[0] : sp[i].shape[0] * sp[i].shape[1];
+        double mu, sd, kurt, want_mu = 0, want_sd, want_kurt = 3;
+        const int norm = i == H3_T_NORM1 || i == H3_T_NORM2, qk = i == H3_T_QNORM || i == H3_T_KNORM;
+        if (!model && (norm || qk))
+            want_mu = 1, want_sd = 0.05;
+        else if (norm)
+            want_mu = 1, want_sd = 0.2;
+        else if (qk) /* 0.5 6^u: mean 2.5 / ln 6, E[g^2] = 8.75 / (2 ln 6) */
+            want_mu = 2.5 / log(6.0), want_sd = sqrt(8.75 / (2 * log(6.0)) - want_mu * want_mu), want_kurt = 1.8;
+        else if (i == H3_T_ADALN_B)
+            want_sd = model ? 0.4 : 0.02;
+        else
+            want_sd = 1 / sqrt((double)sp[i].shape[1]), want_kurt = model ? 3 * exp(1.0) : 3;
+        moments(b->w[i], n, &mu, &sd, &kurt);
+        EXPECT(sd >= 0, "%s: %s has non-finite values", h3_profile_name(profile), sp[i].name);
+        double se_mu = want_sd / sqrt((double)n), se_sd = want_sd * sqrt((want_kurt - 1) / (4.0 * n));
+        EXPECT(fabs(mu - want_mu) < 5 * se_mu + 1e-3 * want_mu, "%s: %s mean %.5f, expected %.5f",
+               h3_profile_name(profile), sp[i].name, mu, want_mu);
+        EXPECT(fabs(sd - want_sd) < 5 * se_sd + 0.01 * want_sd, "%s: %s sd %.5f, expected %.5f",
+               h3_profile_name(profile), sp[i].name, sd, want_sd);
+        if (model && want_kurt > 5)
+            EXPECT(kurt > 5, "model: %s kurtosis %.2f, expected heavy tails (> 5)", sp[i].name, kurt);
+        for (int64_t e = 0; model && qk && e < n; e++) {
+            const float g = h3_bf16_to_f32(b->w[i][e]);
+            EXPECT(g >= 0.5f && g <= 3.0f, "model: %s[%lld] = %g outside [0.5, 3]", sp[i].name, (long long)e, g);
+        }
+    }
+}
+
 static int n_warn;
 static char last_warn[512];
 static void on_warn(const char *m)
 {
     n_warn++;
     snprintf(last_warn, sizeof last_warn, "%s", m);
-}
-
-/* mean and standard deviation of a BF16 tensor; -1 in *sd if any value is not finite */
-static void stats(const uint16_t *w, int64_t n, double *mean, double *sd)
-{
-    double s = 0, s2 = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double v = h3_bf16_to_f32(w[i]);
-        if (!isfinite(v)) {
-            *mean = 0;
-            *sd = -1;
-            return;
-        }
-        s += v;
-        s2 += v * v;
-    }
-    *mean = s / n;
-    *sd = sqrt(s2 / n - *mean * *mean);
 }
 
 int main(int argc, char **argv)
@@ -170,25 +214,20 @@ int main(int argc, char **argv)
     EXPECT(g.qkv_regrouped == NULL, "grouped file was copied");
     for (int i = 0; i < H3_T_COUNT; i++) EXPECT(g.w[i] != NULL, "w[%d] is NULL", i);
 
-    /* The generator's distributions (gen_weights.c header). Tolerances: 5
-     * standard errors of the estimate for these sizes, and the BF16 rounding
-     * of 1 + 0.05 N (step 2^-7 = 0.0078 near 1) inflates that sd by < 1%. */
+    /* The generator's distributions (gen_weights.c header), for the model
+     * profile (this block) and the uniform one. */
     h3_tensor_spec sp[H3_T_COUNT];
     h3_tensor_specs(&g.cfg, sp);
-    for (int i = 0; i < H3_T_COUNT; i++) {
-        int64_t n = sp[i].rank == 1 ? sp[i].shape[0] : sp[i].shape[0] * sp[i].shape[1];
-        double mu, sd, want_mu = 0, want_sd;
-        if (i == H3_T_NORM1 || i == H3_T_NORM2 || i == H3_T_QNORM || i == H3_T_KNORM)
-            want_mu = 1, want_sd = 0.05;
-        else if (i == H3_T_ADALN_B)
-            want_sd = 0.02;
-        else
-            want_sd = 1 / sqrt((double)sp[i].shape[1]);
-        stats(g.w[i], n, &mu, &sd);
-        EXPECT(sd >= 0, "%s has non-finite values", sp[i].name);
-        double se_mu = want_sd / sqrt((double)n), se_sd = want_sd / sqrt(2.0 * n);
-        EXPECT(fabs(mu - want_mu) < 5 * se_mu + 1e-3 * want_mu, "%s mean %.5f, expected %.5f", sp[i].name, mu, want_mu);
-        EXPECT(fabs(sd - want_sd) < 5 * se_sd + 0.01 * want_sd, "%s sd %.5f, expected %.5f", sp[i].name, sd, want_sd);
+    check_distributions(&g, H3_PROFILE_MODEL);
+    snprintf(args, sizeof args, "--seed %llu --profile uniform", seed);
+    run_gen(args, "tb_uniform.safetensors");
+    h3_block gu;
+    if (h3_block_load("tb_uniform.safetensors", &gu, NULL, err, sizeof err) != 0) {
+        fails++;
+        printf("FAIL: the uniform-profile block: %s\n", err);
+    } else {
+        check_distributions(&gu, H3_PROFILE_UNIFORM);
+        h3_block_free(&gu);
     }
 
     /* 2. --block 7 names. */

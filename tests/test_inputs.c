@@ -73,7 +73,7 @@ int main(void)
     h3_inputs in;
 
     /* The default: 302 / 810 / 29160, and its exact positions. */
-    if (h3_inputs_default(&cfg, H3_DEFAULT_TOKENS, seed, &in, err, sizeof err) != 0) {
+    if (h3_inputs_default(&cfg, H3_DEFAULT_TOKENS, seed, H3_PROFILE_MODEL, &in, err, sizeof err) != 0) {
         printf("FAIL: default inputs: %s\n", err);
         return 1;
     }
@@ -82,33 +82,75 @@ int main(void)
     check_layout(&in, H3_DEFAULT_TOKENS);
     EXPECT(in.pos[3 * 302 + 3 * 809] == (float)(809.0 * 72 / 810), "last audio t %g", (double)in.pos[3 * 1111]);
     EXPECT(in.pos[3 * (30272 - 1)] == 71.0f, "last video frame t %g", (double)in.pos[3 * 30271]);
-    /* x ~ N(0,1) in BF16: NaN/Inf first, then mean and sd within 6 standard
+    /* The model profile's x (inputs.c): NaN/Inf first; then every channel's
+     * mean over the tokens: the massive channels (max(1, C 8/5376) of them,
+     * 1 for the tiny config) at |40| within 6 standard errors (sd 4 over
+     * 30272 tokens), the other channels' means spread with sd 0.5 (within 6
+     * standard errors of that sd over C - 1 channels) and their values with
+     * sd 1 about the mean. */
+    {
+        const int C = cfg.hidden, nm_want = C * 8 / 5376 > 0 ? C * 8 / 5376 : 1;
+        int nonfinite = 0, nm = 0, nrest = 0;
+        double m2 = 0, within = 0, big = 0;
+        for (int c = 0; c < C; c++) {
+            double s = 0, s2 = 0;
+            for (int t = 0; t < in.S; t++) {
+                double v = h3_bf16_to_f32(in.x[(size_t)t * C + c]);
+                nonfinite += !isfinite(v);
+                s += v, s2 += v * v;
+            }
+            const double mu = s / in.S, var = s2 / in.S - mu * mu;
+            if (fabs(mu) > 20) {
+                nm++;
+                big = fmax(big, fabs(fabs(mu) - 40.0) / (4.0 / sqrt((double)in.S)));
+            } else {
+                nrest++;
+                m2 += mu * mu;
+                within += var;
+            }
+        }
+        EXPECT(nonfinite == 0, "%d non-finite x", nonfinite);
+        EXPECT(nm == nm_want && big < 6, "%d massive channels (want %d), |mean| off 40 by %.1f standard errors", nm,
+               nm_want, big);
+        const double sd_means = sqrt(m2 / nrest), sd_within = sqrt(within / nrest);
+        EXPECT(fabs(sd_means - 0.5) < 6 * 0.5 / sqrt(2.0 * nrest), "channel means spread with sd %g, want 0.5",
+               sd_means);
+        EXPECT(fabs(sd_within - 1) < 0.01, "x's sd about the channel means %g, want 1", sd_within);
+        for (int j = 0; j < cfg.temb; j++) nonfinite += !isfinite(in.temb[j]);
+        EXPECT(nonfinite == 0, "non-finite temb");
+    }
+    /* The uniform profile: x ~ N(0,1) in BF16, mean and sd within 6 standard
      * errors (n = 7.7 M: 0.0022 for the mean, 0.0015 for the sd). */
     {
-        size_t n = (size_t)in.S * cfg.hidden;
+        h3_inputs u;
+        if (h3_inputs_default(&cfg, H3_DEFAULT_TOKENS, seed, H3_PROFILE_UNIFORM, &u, err, sizeof err) != 0) {
+            printf("FAIL: uniform inputs: %s\n", err);
+            return 1;
+        }
+        size_t n = (size_t)u.S * cfg.hidden;
         double s = 0, s2 = 0;
         int nonfinite = 0;
         for (size_t e = 0; e < n; e++) {
-            double v = h3_bf16_to_f32(in.x[e]);
+            double v = h3_bf16_to_f32(u.x[e]);
             nonfinite += !isfinite(v);
             s += v, s2 += v * v;
         }
         double mu = s / n, sd = sqrt(s2 / n - mu * mu);
         EXPECT(nonfinite == 0, "%d non-finite x", nonfinite);
         EXPECT(fabs(mu) < 6 / sqrt((double)n) && fabs(sd - 1) < 6 / sqrt(2.0 * n) + 2e-3, "x mean %g sd %g", mu, sd);
-        for (int j = 0; j < cfg.temb; j++) nonfinite += !isfinite(in.temb[j]);
-        EXPECT(nonfinite == 0, "non-finite temb");
+        EXPECT(!memcmp(u.temb, in.temb, (size_t)cfg.temb * 4), "temb depends on the profile");
+        h3_inputs_free(&u);
     }
     /* Determinism and seed dependence. */
     {
         h3_inputs again, other;
-        if (h3_inputs_default(&cfg, 1000, seed, &again, err, sizeof err) ||
-            h3_inputs_default(&cfg, 1000, seed + 1, &other, err, sizeof err)) {
+        if (h3_inputs_default(&cfg, 1000, seed, H3_PROFILE_MODEL, &again, err, sizeof err) ||
+            h3_inputs_default(&cfg, 1000, seed + 1, H3_PROFILE_MODEL, &other, err, sizeof err)) {
             printf("FAIL: %s\n", err);
             return 1;
         }
         h3_inputs third;
-        h3_inputs_default(&cfg, 1000, seed, &third, err, sizeof err);
+        h3_inputs_default(&cfg, 1000, seed, H3_PROFILE_MODEL, &third, err, sizeof err);
         EXPECT(!memcmp(again.x, third.x, (size_t)1000 * cfg.hidden * 2) && !memcmp(again.temb, third.temb, cfg.temb * 4),
                "same seed gave different inputs");
         EXPECT(memcmp(again.x, other.x, (size_t)1000 * cfg.hidden * 2) && memcmp(again.temb, other.temb, cfg.temb * 4),
@@ -123,7 +165,7 @@ int main(void)
     const int Ss[] = {1, 2, 3, 4, 63, 65, 113, 405, 1023, 4096, 30271, 40000};
     for (size_t k = 0; k < sizeof Ss / sizeof Ss[0]; k++) {
         h3_inputs t;
-        if (h3_inputs_default(&cfg, Ss[k], seed, &t, err, sizeof err) != 0) {
+        if (h3_inputs_default(&cfg, Ss[k], seed, H3_PROFILE_MODEL, &t, err, sizeof err) != 0) {
             fails++;
             printf("FAIL: S %d: %s\n", Ss[k], err);
             continue;
@@ -134,7 +176,7 @@ int main(void)
     }
     {
         h3_inputs z;
-        int rc = h3_inputs_default(&cfg, 0, seed, &z, err, sizeof err);
+        int rc = h3_inputs_default(&cfg, 0, seed, H3_PROFILE_MODEL, &z, err, sizeof err);
         EXPECT(rc != 0, "S = 0 accepted");
         if (rc == 0) h3_inputs_free(&z);
     }
@@ -163,7 +205,7 @@ int main(void)
     {
         const int S = 100, C = cfg.hidden, T = cfg.temb;
         h3_inputs s;
-        h3_inputs_default(&cfg, S, seed, &s, err, sizeof err);
+        h3_inputs_default(&cfg, S, seed, H3_PROFILE_MODEL, &s, err, sizeof err);
         uint8_t t8[100];
         int64_t t64[100];
         for (int i = 0; i < S; i++) t8[i] = (uint8_t)s.tags[i], t64[i] = s.tags[i];

@@ -22,7 +22,7 @@
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "fp8_error: %s\nusage: fp8_error --weights FILE [--tokens N (1..65536, default 256)] [--seed N]\n", why);
+    fprintf(stderr, "fp8_error: %s\nusage: fp8_error --weights FILE [--tokens N (1..65536, default 256)] [--seed N] [--profile model|uniform]\n", why);
     return 2;
 }
 
@@ -42,6 +42,7 @@ int main(int argc, char **argv)
     const char *weights = NULL;
     long tokens = 256;
     unsigned long long seed = 1;
+    h3_profile profile = H3_PROFILE_MODEL;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -52,6 +53,8 @@ int main(int argc, char **argv)
             tokens = strtol(v, &end, 10);
             if (errno || *end || end == v || tokens < 1 || tokens > 65536) return usage("--tokens needs 1..65536");
             i++;
+        } else if (!strcmp(argv[i], "--profile") && v) {
+            if (h3_profile_parse(argv[++i], &profile)) return usage("--profile needs model or uniform");
         } else if (!strcmp(argv[i], "--seed") && v) {
             errno = 0;
             seed = strtoull(v, &end, 10);
@@ -69,7 +72,7 @@ int main(int argc, char **argv)
         return 2;
     }
     h3_inputs in;
-    if (h3_inputs_default(&blk.cfg, (int)tokens, seed, &in, err, sizeof err)) {
+    if (h3_inputs_default(&blk.cfg, (int)tokens, seed, profile, &in, err, sizeof err)) {
         fprintf(stderr, "fp8_error: %s\n", err);
         return 2;
     }

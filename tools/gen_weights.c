@@ -1,16 +1,22 @@
 /* gen_weights — a deterministic synthetic H3 block as safetensors.
  *
  *   gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]
- *               [--qkv-layout grouped|stacked] [--progress]
+ *               [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]
  *
- * Element e of tensor k (in the official grouped layout) is drawn from
- * h3_normal(seed, k, e), so the bytes depend only on the seed and the config,
- * never on the thread count or chunking. Distributions:
- *   projections (qkv, out, fc1, fc2)  N(0, 1/fan_in), fan_in = dim 1, so a
- *                                     GEMM keeps unit-variance activations;
- *   norm1, norm2, q_norm, k_norm      1 + 0.05 N(0,1) (near-identity RMSNorm);
- *   adaln weight                      N(0, 1/temb);
- *   adaln bias                        0.02 N(0,1).
+ * Element e of tensor k (in the official grouped layout) is drawn from the
+ * counter-based h3_normal / h3_uniform(seed, stream, e), so the bytes depend
+ * only on the seed, the config and the profile, never on the thread count or
+ * chunking. Distributions (fan_in = dim 1; docs/DESIGN.md "Synthetic data"
+ * says what the model profile follows):
+ *                            uniform                model (default)
+ *   qkv, out, fc1, fc2       N(0, 1/fan_in)         z1 exp(z2/2 - 1/4) / sqrt(fan_in):
+ *                                                   the same variance, heavy tails
+ *                                                   (a normal scale mixture, kurtosis 3e)
+ *   adaln weight             N(0, 1/temb)           as the projections, fan_in = temb
+ *   adaln bias               0.02 N(0,1)            0.4 N(0,1): scale, shift, gate matter
+ *   norm1, norm2             1 + 0.05 N(0,1)        1 + 0.2 N(0,1)
+ *   q_norm, k_norm           1 + 0.05 N(0,1)        0.5 * 6^u, u ~ U(0,1): log-uniform over
+ *                                                   [0.5, 3], sharp attention rows
  * All rounded to BF16 (RNE). The file is streamed chunk by chunk (never the
  * whole 1.29 GB in memory); chunks are generated with OpenMP. */
 #define _POSIX_C_SOURCE 200809L
@@ -35,8 +41,10 @@
 static void usage(FILE *o)
 {
     fprintf(o, "usage: gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]\n"
-               "                   [--qkv-layout grouped|stacked] [--progress]\n"
-               "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0)\n",
+               "                   [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]\n"
+               "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0);\n"
+               "  profile model (default): a trained DiT's statistics (q/k-norm gains over [0.5, 3], heavy-tailed\n"
+               "  weights, adaLN biases that matter); uniform: N(0, 1/fan_in) weights, near-identity norms\n",
             DEFAULT_OUT);
 }
 
@@ -62,6 +70,26 @@ static int parse_u64(const char *s, unsigned long long max, unsigned long long *
     return 0;
 }
 
+/* Element e (grouped layout) of tensor k of a block with fan-in cols. */
+static double weight_value(h3_profile profile, uint64_t seed, int k, int64_t e, int64_t cols)
+{
+    const double z = h3_normal(seed, (uint64_t)k, (uint64_t)e);
+    if (profile == H3_PROFILE_UNIFORM) {
+        switch (k) {
+        case H3_T_NORM1: case H3_T_NORM2: case H3_T_QNORM: case H3_T_KNORM: return 1.0 + 0.05 * z;
+        case H3_T_ADALN_B: return 0.02 * z;
+        default: return z / sqrt((double)cols); /* projections and adaln weight: 1/sqrt(fan_in) */
+        }
+    }
+    switch (k) {
+    case H3_T_NORM1: case H3_T_NORM2: return 1.0 + 0.2 * z;
+    case H3_T_QNORM: case H3_T_KNORM: return 0.5 * pow(6.0, h3_uniform(seed, (uint64_t)k, (uint64_t)e));
+    case H3_T_ADALN_B: return 0.4 * z;
+    default: /* z1 exp(0.5 z2 - 0.25): E[x^2] = E[exp(z2 - 0.5)] = 1, kurtosis 3 e */
+        return z * exp(0.5 * h3_normal(seed, 64 + (uint64_t)k, (uint64_t)e) - 0.25) / sqrt((double)cols);
+    }
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -84,6 +112,7 @@ static void progress(double done, double total, double t0)
 int main(int argc, char **argv)
 {
     const char *config = "full", *out = DEFAULT_OUT, *layout = "grouped";
+    h3_profile profile = H3_PROFILE_MODEL;
     unsigned long long seed = 0, block = 0;
     int want_progress = isatty(2);
     for (int i = 1; i < argc; i++) {
@@ -97,7 +126,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--config") && strcmp(a, "--seed") && strcmp(a, "--block") && strcmp(a, "--out") &&
-            strcmp(a, "--qkv-layout"))
+            strcmp(a, "--qkv-layout") && strcmp(a, "--profile"))
             return bad("unknown flag '%s'", a);
         if (i + 1 >= argc) return bad("%s needs a value", a);
         const char *v = argv[++i];
@@ -108,6 +137,8 @@ int main(int argc, char **argv)
             if (parse_u64(v, UINT64_MAX, &seed)) return bad("--seed needs a non-negative integer, not '%s'", v);
         } else if (!strcmp(a, "--block")) {
             if (parse_u64(v, 1000000, &block)) return bad("--block needs an integer 0..1000000, not '%s'", v);
+        } else if (!strcmp(a, "--profile")) {
+            if (h3_profile_parse(v, &profile)) return bad("--profile must be model or uniform, not '%s'", v);
         } else if (!strcmp(a, "--out")) {
             if (!*v) return bad("--out needs a file name%s", "");
             out = v;
@@ -137,9 +168,9 @@ int main(int argc, char **argv)
     snprintf(seed_s, sizeof seed_s, "%llu", seed);
     snprintf(block_s, sizeof block_s, "%llu", block);
     const char *meta[] = {"format", "pt", "generator", "h3block gen_weights", "seed", seed_s, "config", config,
-                          "block", block_s, "qkv_layout", layout};
+                          "block", block_s, "qkv_layout", layout, "profile", h3_profile_name(profile)};
     char err[512];
-    st_writer *w = st_writer_open(out, decl, H3_T_COUNT, meta, 6, err, sizeof err);
+    st_writer *w = st_writer_open(out, decl, H3_T_COUNT, meta, 7, err, sizeof err);
     if (!w) {
         fprintf(stderr, "gen_weights: %s\n", err);
         return 1;
@@ -157,12 +188,6 @@ int main(int argc, char **argv)
     for (int k = 0; k < H3_T_COUNT; k++) {
         const int64_t rows = spec[k].shape[0], cols = spec[k].rank == 2 ? spec[k].shape[1] : 1;
         const int64_t n = rows * cols;
-        double mean = 0, sd;
-        switch (k) {
-        case H3_T_NORM1: case H3_T_NORM2: case H3_T_QNORM: case H3_T_KNORM: mean = 1.0; sd = 0.05; break;
-        case H3_T_ADALN_B: sd = 0.02; break;
-        default: sd = 1.0 / sqrt((double)cols); break; /* projections and adaln weight: 1/sqrt(fan_in) */
-        }
         const int permute = stacked && k == H3_T_QKV;
         for (int64_t e0 = 0; e0 < n; e0 += (int64_t)CHUNK_ELEMS) {
             const int64_t m = n - e0 < (int64_t)CHUNK_ELEMS ? n - e0 : (int64_t)CHUNK_ELEMS;
@@ -173,7 +198,7 @@ int main(int argc, char **argv)
                     int64_t r = e / cols, c = e % cols, jj = r / I, h = (r % I) / D, d = r % D;
                     e = (h * 3 * D + jj * D + d) * cols + c;
                 }
-                buf[j] = h3_f32_to_bf16((float)(mean + sd * h3_normal(seed, (uint64_t)k, (uint64_t)e)));
+                buf[j] = h3_f32_to_bf16((float)weight_value(profile, seed, k, e, cols));
             }
             if (st_writer_write(w, buf, (size_t)m * sizeof *buf, err, sizeof err) != 0) {
                 fprintf(stderr, "%sgen_weights: %s\n", want_progress ? "\n" : "", err);
@@ -195,9 +220,9 @@ int main(int argc, char **argv)
     }
     double el = now_s() - t0;
     if (want_progress) fprintf(stderr, "\n");
-    fprintf(stderr, "gen_weights: wrote %s: config %s, block %llu, seed %llu, qkv %s, %lld params, %.1f MB in %.1f s "
-                    "(%.0f MB/s, %d threads)\n",
-            out, config, block, seed, layout, (long long)h3_param_count(&cfg), total / 1e6, el,
+    fprintf(stderr, "gen_weights: wrote %s: config %s, profile %s, block %llu, seed %llu, qkv %s, %lld params, %.1f MB "
+                    "in %.1f s (%.0f MB/s, %d threads)\n",
+            out, config, h3_profile_name(profile), block, seed, layout, (long long)h3_param_count(&cfg), total / 1e6, el,
             el > 0 ? total / 1e6 / el : 0.0, omp_get_max_threads());
     return 0;
 }

@@ -23,6 +23,9 @@ static const char *usage_text =
     "                     positions [S][3] f32); default: synthetic H3 layout from --seed\n"
     "  --tokens N         tokens for synthetic inputs (default 30272 on the GPU, 1024 on the CPU)\n"
     "  --seed N           seed of the synthetic inputs (default 1)\n"
+    "  --profile P        statistics of the synthetic inputs: model (default: massive-activation\n"
+    "                     channels and channel means, as a trained DiT's hidden states) or\n"
+    "                     uniform (N(0,1)); make the weights with the same gen_weights --profile\n"
     "  --output FILE      write the block's output hidden states (x [S][C] bf16) as safetensors\n"
     "  --json FILE        write the timing table and check results as JSON\n"
     "  --repeat N         timed runs of the block on the GPU, median reported (default 10)\n"
@@ -122,7 +125,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->gpus = 1;
     o->smooth_v = -1;
     o->gemm = "bf16";
-    int check_given = 0;
+    int check_given = 0, profile_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -152,6 +155,12 @@ void parse_cli(int argc, char **argv, cli_options *o)
         } else if (!strcmp(a, "--seed")) {
             TAKE();
             o->seed = (uint64_t)parse_int(a, v, 0, INT64_MAX);
+        } else if (!strcmp(a, "--profile")) {
+            TAKE();
+            h3_profile p;
+            if (h3_profile_parse(v, &p) != 0) usage_error("--profile: '%s' is not one of model, uniform%s", v, "");
+            o->profile = (int)p;
+            profile_given = 1;
         } else if (!strcmp(a, "--repeat")) {
             TAKE();
             o->repeat = (int)parse_int(a, v, 1, 100000);
@@ -212,6 +221,8 @@ void parse_cli(int argc, char **argv, cli_options *o)
 #undef TAKE
     }
     if (!o->weights) usage_error("--weights FILE is required%s%s", "", "");
+    if (o->input && profile_given)
+        usage_error("--profile: the inputs come from --input (the profile shapes synthetic inputs only)%s%s", "", "");
     if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)%s%s", "", "");
     if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2%s%s", "", "");
     if (o->smooth_v == 1 && o->path == PATH_CPU)

@@ -16,6 +16,7 @@ typedef struct {
     const char *json;     /* --json FILE */
     int tokens;           /* --tokens N, 0 = default */
     uint64_t seed;        /* --seed N */
+    int profile;          /* --profile model|uniform: the synthetic inputs' h3_profile (default model) */
     int repeat;           /* --repeat N (GPU timing runs) */
     int warmup;           /* --warmup N */
     int sample;           /* --sample N rows checked per stage */
