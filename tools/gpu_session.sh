@@ -5,7 +5,12 @@
 #   full size with stage checks, the benchmark suite, SASS and ncu evidence,
 #   compute-sanitizer on the GPU tests.
 # Logs and JSON go to $OUT (or ./out). Usage: tools/gpu_session.sh [steps...]
-# with steps from: build tests block bench sass ncu sanitize (default: all).
+# with steps from: build tests block bench sass ncu sanitize (default: all),
+# and on request: fa3 (FlashAttention-3 built from .peers/fa3/flash-attention
+# into /tmp/fa3, in the background; the steps after it go on), profiles
+# (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
+# fa3; H3_VARIANTS adds variants), ab (tools/bench/sm90_ab.sh on the
+# model-like q/k/v at S = 30272 for the variants in H3_AB_VARIANTS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -69,6 +74,24 @@ for s in $steps; do
         "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
       grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration" "$OUT/ncu.log" | head -70
     fi ;;
+  fa3)
+    log "fa3 build (background)"
+    if [ -d .peers/fa3/flash-attention ]; then
+      (bash tools/bench/build_fa3.sh .peers/fa3/flash-attention /tmp/fa3 >"$OUT/fa3_build.log" 2>&1; echo "rc=$?" >>"$OUT/fa3_build.log") &
+      fa3_pid=$!
+    else
+      summary+=("fa3: no .peers/fa3/flash-attention (carry it)")
+    fi ;;
+  profiles)
+    if [ -n "${fa3_pid:-}" ]; then log "waiting for the fa3 build"; wait "$fa3_pid"; summary+=("fa3 build: $(tail -1 "$OUT/fa3_build.log")"); fa3_pid=; fi
+    log profiles
+    H3_FA3_PATH=${H3_FA3_PATH:-/tmp/fa3} timeout 560 bash tools/bench/profiles.sh "$BUILD" "${H3_PROF_SEQS:-8192,30272,75600}" >"$OUT/profiles.log" 2>&1
+    summary+=("profiles: rc=$?"); tail -40 "$OUT/profiles.log" ;;
+  ab)
+    log "sm90_ab on the model-like q/k/v"
+    H3_AB_QKV=${H3_AB_QKV:-/tmp/h3prof/qkv_model_30272.safetensors} timeout 400 bash tools/bench/sm90_ab.sh "$BUILD" \
+      "${H3_AB_VARIANTS:-147,150}" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
+    summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
   sanitize)
     log compute-sanitizer
     for tool in memcheck racecheck synccheck; do

@@ -4,7 +4,7 @@
  *   bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10]
  *              [--warmup 2] [--kernels mma,sm90] [--quant] [--accuracy]
  *              [--accuracy-only] [--acc-seq 8192] [--acc-heads 8] [--seed N]
- *              [--json FILE] [--no-selfcheck]
+ *              [--json FILE] [--no-selfcheck] [--qkv FILE[,FILE...]]
  *
  * First a self-check (S = 300, H = 3): the quantiser below must reproduce
  * cpu_quant_fp8 bit for bit and the FP64 reference must match
@@ -37,6 +37,12 @@
  * (--rotate-qk's Q/K rotation; this file's own rotation, checked against
  * cpu_quant_fp8's in the self-check), against the same reference.
  *
+ * --qkv: the attention inputs of a real block instead of N(0,1): each file
+ * holds q, k, v as BF16 [S][H*128] (tools/bench/torch_block.py --dump-qkv
+ * writes them from a block's weights and inputs); every kernel is timed on
+ * them and its error against exact FP64 attention measured on 1024 sampled
+ * query rows (bench_qkv; the same rows as peers_attention.py --qkv).
+ *
  * A sequence length whose buffers do not fit is reported as "oom" and skipped.
  * The JSON file is rewritten after every sequence length, so a crash keeps
  * what was measured. */
@@ -51,6 +57,7 @@
 #include "../../src/config.h"
 #include "../../cpu_ref/cpu_ref.h"
 #include "../../src/numerics.h"
+#include "../../src/safetensors.h"
 #include "bench_kernels.h"
 
 #define D 128
@@ -99,6 +106,17 @@ static acc_t g_acc[24]; /* 3 kernels x 2 inputs x (plain, Q/K rotated) */
 static int g_nacc;
 static char g_device[320];
 static char g_selfcheck[16] = "skipped";
+
+typedef struct {
+    char kernel[32], profile[32];
+    int S, H;
+    double ms, tflops, rel_rms, max_abs;
+    long nonfinite;
+    char status[96];
+} qkv_row;
+#define MAX_QKV_ROWS 64
+static qkv_row g_qkv[MAX_QKV_ROWS];
+static int g_nqkv;
 
 /* Every allocation of one sequence length goes through here so that an OOM
  * frees what was taken and the next length still runs. */
@@ -177,6 +195,16 @@ static void write_json(const char *path, int H)
                     a->rel_rms, a->rmse, a->max_abs, a->bf16_floor, a->nonfinite);
         fprintf(f, "\"status\": \"%s\"}", a->status);
     }
+    fprintf(f, "\n  ],\n  \"qkv\": [");
+    for (int i = 0; i < g_nqkv; i++) {
+        const qkv_row *r = &g_qkv[i];
+        fprintf(f, "%s\n    {\"kernel\": \"%s\", \"profile\": \"%s\", \"S\": %d, \"H\": %d, ", i ? "," : "",
+                r->kernel, r->profile, r->S, r->H);
+        if (strcmp(r->status, "ok") == 0)
+            fprintf(f, "\"median_ms\": %.6f, \"tflops\": %.3f, \"err_vs_exact\": %.6e, \"max_abs\": %.6e, ",
+                    r->ms, r->tflops, r->rel_rms, r->max_abs);
+        fprintf(f, "\"nonfinite\": %ld, \"status\": \"%s\"}", r->nonfinite, r->status);
+    }
     fprintf(f, "\n  ]\n}\n");
     fclose(f);
 }
@@ -214,7 +242,7 @@ static int make_set(opset *o, int S, int H, uint16_t *q, uint16_t *k, uint16_t *
     CK((cudaError_t)bench_fill_bf16(q, nx, seed * 3 + 0, stress, 0));
     CK((cudaError_t)bench_fill_bf16(k, nx, seed * 3 + 1, stress, 0));
     CK((cudaError_t)bench_fill_bf16(v, nx, seed * 3 + 2, stress, 0));
-    CK((cudaError_t)bench_quant_fp8(q, k, v, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
+    CK((cudaError_t)bench_quant_fp8(q, k, v, NULL, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
     return 0;
 }
 
@@ -228,7 +256,7 @@ static int make_rotated_set(opset *o, int S, int H, const uint16_t *q, const uin
     if (!qr || !kr || alloc_set(o, S, H)) return -1;
     CK((cudaError_t)bench_rotate_rows(q, (long)S * H, signs, H3_ROT_SCALE, qr, 0));
     CK((cudaError_t)bench_rotate_rows(k, (long)S * H, signs, H3_ROT_SCALE, kr, 0));
-    CK((cudaError_t)bench_quant_fp8(qr, kr, v, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
+    CK((cudaError_t)bench_quant_fp8(qr, kr, v, NULL, S, H, o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, inv, 0));
     return 0;
 }
 
@@ -297,16 +325,17 @@ typedef struct {
     const kernel_t *k;
     const opset *sets;
     int S, H;
-    uint16_t *O; /* [S][H*128] bf16 */
-    float *lse;  /* [H][S] f32 */
+    uint16_t *O;     /* [S][H*128] bf16 */
+    float *lse;      /* [H][S] f32 */
+    const float *mu; /* the smoothed-V rows' mean [H*128] */
 } attn_ctx;
 
 static int launch_attn(void *vctx, int set)
 {
     attn_ctx *c = vctx;
     const opset *o = &c->sets[set];
-    return c->k->fn(o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, c->k->smooth ? g_zero_mu : NULL, c->S, c->H, c->O,
-                    c->lse, 0);
+    return c->k->fn(o->q8, o->k8, o->vt8, o->sq, o->sk, o->sv, c->k->smooth ? c->mu : NULL, c->S, c->H, c->O, c->lse,
+                    0);
 }
 
 typedef struct {
@@ -373,7 +402,7 @@ static void bench_one_S(int S, int H, const kernel_t *ks, int nk, int warmup, in
             continue;
         }
         CK(cudaMemset(O, 0xff, nx * 2)); /* 0xffff is a BF16 NaN: unwritten outputs show */
-        attn_ctx c = {&ks[i], sets, S, H, O, lse};
+        attn_ctx c = {&ks[i], sets, S, H, O, lse, g_zero_mu};
         int rc = time_launches(launch_attn, &c, nsets, warmup, reps, &r->ms, &r->min_ms);
         if (rc) {
             status_from_rc(r->status, sizeof r->status, rc);
@@ -446,7 +475,7 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
     for (int di = 0; di < 2 && !g_sticky; di++) {
         if (!fail) fail = make_set(&set, S, H, q, k, v, inv, seed + 77 + di, di);
         if (!fail) fail = make_rotated_set(&rset, S, H, q, k, v, inv);
-        int rc = fail ? 0 : bench_ref_attn_f64(q, k, v, S, H, ref, 0);
+        int rc = fail ? 0 : bench_ref_attn_f64(q, k, v, S, H, NULL, 0, ref, 0);
         if (!fail && !rc) rc = (int)cudaDeviceSynchronize();
         if (!fail && !rc) CK(cudaMemcpy(href, ref, nx * 8, cudaMemcpyDeviceToHost));
         /* The floor: the reference itself rounded to BF16. */
@@ -517,6 +546,144 @@ static void accuracy(int S, int H, const kernel_t *ks, int nk, uint64_t seed)
     free(hO);
 }
 
+/* --qkv: attention inputs from a file (tools/bench/torch_block.py --dump-qkv
+ * writes them from a block's weights and inputs): tensors q, k, v, BF16
+ * [S][H*128] (q and k normalised and rotated, v as the GEMM gave it),
+ * metadata "profile". Every kernel is timed on them (nsets copies of the
+ * operands, for L2 rotation) and measured against exact attention: FP64 on
+ * R = min(S, 1024) query rows r_j = floor((2j + 1) S / 2R), all heads -- the
+ * rows peers_attention.py --qkv uses, so the figures compare. The
+ * smoothed-V row (h3_fp8_sm90_vs) quantises V less its per-channel mean and
+ * passes the mean, as dit_block does. */
+
+/* The file's q, k, v on the device and its S, H, profile; 0 or -1 (msg set). */
+static int load_qkv(const char *path, uint16_t **dq, uint16_t **dk, uint16_t **dv, int *S, int *H, char *profile,
+                    size_t plen, char *msg, size_t mlen)
+{
+    st_file f;
+    if (st_open(path, &f, msg, mlen) != 0) return -1;
+    const char *names[3] = {"q", "k", "v"};
+    const st_tensor *t[3];
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        t[i] = st_find(&f, names[i]);
+        if (!t[i] || t[i]->dtype != ST_BF16 || t[i]->rank != 2 || t[i]->shape[1] % D != 0 ||
+            t[i]->shape[0] < 1 || t[i]->shape[0] > 10000000 ||
+            (i && (t[i]->shape[0] != t[0]->shape[0] || t[i]->shape[1] != t[0]->shape[1]))) {
+            snprintf(msg, mlen, "%s: tensor '%s' missing or not BF16 [S][H*128] like q", path, names[i]);
+            rc = -1;
+        }
+    }
+    if (!rc) {
+        *S = (int)t[0]->shape[0];
+        *H = (int)(t[0]->shape[1] / D);
+        const size_t nb = (size_t)*S * *H * D * 2;
+        uint16_t **dst[3] = {dq, dk, dv};
+        for (int i = 0; i < 3 && !rc; i++) {
+            *dst[i] = dalloc(nb);
+            if (!*dst[i]) {
+                snprintf(msg, mlen, "oom (inputs)");
+                rc = -1;
+            } else {
+                CK(cudaMemcpy(*dst[i], t[i]->data, nb, cudaMemcpyHostToDevice));
+            }
+        }
+        const char *pr = st_meta(&f, "profile");
+        snprintf(profile, plen, "%s", pr ? pr : "unknown");
+    }
+    st_close(&f);
+    return rc;
+}
+
+static void bench_qkv(const char *path, const kernel_t *ks, int nk, int warmup, int reps, size_t l2)
+{
+    uint16_t *q = NULL, *k = NULL, *v = NULL;
+    int S = 0, H = 0;
+    char profile[32] = "?", msg[160] = "";
+    if (load_qkv(path, &q, &k, &v, &S, &H, profile, sizeof profile, msg, sizeof msg) != 0) {
+        fprintf(stderr, "bench_attn: --qkv %s\n", msg);
+        qkv_row *r = g_nqkv < MAX_QKV_ROWS ? &g_qkv[g_nqkv++] : NULL;
+        if (r) {
+            memset(r, 0, sizeof *r);
+            snprintf(r->kernel, sizeof r->kernel, "all");
+            snprintf(r->profile, sizeof r->profile, "%s", profile);
+            snprintf(r->status, sizeof r->status, "error: %.80s", msg);
+        }
+        dfree_all();
+        return;
+    }
+    const int S_pad = h3_pad_tokens(S), G = h3_groups(S), R = S < 1024 ? S : 1024;
+    const size_t nx = (size_t)S * H * D, setb = 3 * (size_t)H * S_pad * D;
+    int nsets = (int)((3 * l2 + setb - 1) / setb);
+    if (nsets < 2) nsets = 2;
+    if (nsets > MAX_SETS / 2) nsets = MAX_SETS / 2;
+    opset sets[MAX_SETS];           /* [0, nsets): V as is; [nsets, 2 nsets): V less its mean */
+    float *mu = dalloc((size_t)H * D * 4), *inv = dalloc((size_t)3 * H * G * 4), *lse = dalloc((size_t)H * S * 4);
+    uint16_t *O = dalloc(nx * 2);
+    int *rows = malloc(sizeof(int) * R), *drows = dalloc(sizeof(int) * R);
+    double *ref = dalloc((size_t)R * H * D * 8), *href = malloc((size_t)R * H * D * 8);
+    uint16_t *hO = malloc((size_t)R * H * D * 2);
+    int fail = !mu || !inv || !lse || !O || !rows || !drows || !ref || !href || !hO;
+    if (!fail) CK((cudaError_t)bench_v_mean(v, S, H, mu, 0));
+    for (int s = 0; s < 2 * nsets && !fail; s++) {
+        fail = alloc_set(&sets[s], S, H);
+        if (!fail)
+            CK((cudaError_t)bench_quant_fp8(q, k, v, s < nsets ? NULL : mu, S, H, sets[s].q8, sets[s].k8,
+                                            sets[s].vt8, sets[s].sq, sets[s].sk, sets[s].sv, inv, 0));
+    }
+    int rc = 0;
+    if (!fail) {
+        for (int j = 0; j < R; j++) rows[j] = (int)(((2LL * j + 1) * S) / (2LL * R));
+        CK(cudaMemcpy(drows, rows, sizeof(int) * R, cudaMemcpyHostToDevice));
+        rc = bench_ref_attn_f64(q, k, v, S, H, drows, R, ref, 0);
+        if (!rc) rc = (int)cudaDeviceSynchronize();
+        if (!rc) CK(cudaMemcpy(href, ref, (size_t)R * H * D * 8, cudaMemcpyDeviceToHost));
+    }
+    for (int i = 0; i < nk && !g_sticky; i++) {
+        if (!ks[i].enabled || g_nqkv == MAX_QKV_ROWS) continue;
+        qkv_row *r = &g_qkv[g_nqkv++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->kernel, sizeof r->kernel, "%s", ks[i].name);
+        snprintf(r->profile, sizeof r->profile, "%s", profile);
+        r->S = S;
+        r->H = H;
+        if (fail || rc) {
+            snprintf(r->status, sizeof r->status, "%s", fail ? "oom" : "reference failed");
+            continue;
+        }
+        CK(cudaMemset(O, 0xff, nx * 2));
+        attn_ctx c = {&ks[i], sets + (ks[i].smooth ? nsets : 0), S, H, O, lse, mu};
+        double mn;
+        int krc = time_launches(launch_attn, &c, nsets, warmup, reps, &r->ms, &mn);
+        if (krc) {
+            status_from_rc(r->status, sizeof r->status, krc);
+            continue;
+        }
+        r->tflops = 4.0 * S * (double)S * D * H / (r->ms * 1e-3) / 1e12;
+        /* O is the last timed run's, on a copy of the same operands */
+        double num = 0, den = 0;
+        for (int j = 0; j < R; j++)
+            CK(cudaMemcpy(hO + (size_t)j * H * D, O + (size_t)rows[j] * H * D, (size_t)H * D * 2,
+                          cudaMemcpyDeviceToHost));
+        for (size_t e = 0; e < (size_t)R * H * D; e++) {
+            const double o = h3_bf16_to_f32(hO[e]), d = o - href[e];
+            if (!isfinite(o)) {
+                r->nonfinite++;
+                continue;
+            }
+            num += d * d;
+            den += href[e] * href[e];
+            if (fabs(d) > r->max_abs) r->max_abs = fabs(d);
+        }
+        r->rel_rms = den > 0 ? sqrt(num / den) : sqrt(num);
+        snprintf(r->status, sizeof r->status, r->nonfinite ? "non-finite output" : "ok");
+    }
+    free(rows);
+    free(href);
+    free(hO);
+    dfree_all();
+}
+
 /* An operand set to the host: g8 = q8 | k8 | vt8, gs = sq | sk | sv. */
 static void download_set(const opset *o, int S, int H, uint8_t *g8, float *gs)
 {
@@ -544,7 +711,7 @@ static int selfcheck(uint64_t seed)
     opset o;
     CHECKQ(q && k && v && inv && ref);
     CHECKQ(make_set(&o, S, H, q, k, v, inv, seed + 5, 1) == 0);
-    CK((cudaError_t)bench_ref_attn_f64(q, k, v, S, H, ref, 0));
+    CK((cudaError_t)bench_ref_attn_f64(q, k, v, S, H, NULL, 0, ref, 0));
     CK(cudaDeviceSynchronize());
     uint16_t *hq = malloc(nx * 2), *hk = malloc(nx * 2), *hv = malloc(nx * 2), *hO = malloc(nx * 2);
     uint8_t *g8 = malloc(3 * nop), *c8 = malloc(3 * nop);
@@ -605,7 +772,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10] [--warmup 2]\n"
                     "                  [--kernels mma,sm90] [--quant] [--accuracy] [--accuracy-only]\n"
-                    "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n");
+                    "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n"
+                    "                  [--qkv FILE[,FILE...]]   (attention inputs from files instead of N(0,1))\n");
     exit(2);
 }
 
@@ -614,7 +782,7 @@ int main(int argc, char **argv)
     int seqs[MAX_SEQS] = {4096, 8192, 16384, 30272, 75600}, nseq = 5, H = 56, reps = 10, warmup = 2;
     int do_quant = 0, do_acc = 0, no_selfcheck = 0, acc_only = 0, acc_S = 8192, acc_H = 8;
     uint64_t seed = 1234;
-    const char *json = NULL, *kernels = "mma,sm90";
+    const char *json = NULL, *kernels = "mma,sm90", *qkv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -649,6 +817,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             NEEDVAL;
             json = val;
+        } else if (!strcmp(a, "--qkv")) {
+            NEEDVAL;
+            qkv = val;
         } else if (!strcmp(a, "--no-selfcheck")) {
             no_selfcheck = 1;
         } else if (!strcmp(a, "--quant")) {
@@ -661,7 +832,7 @@ int main(int argc, char **argv)
             usage();
         }
     }
-    if (H < 1 || reps < 1 || warmup < 0 || acc_S < 1 || acc_S > 28000 || acc_H < 1) usage();
+    if (H < 1 || reps < 1 || warmup < 0 || acc_S < 1 || acc_H < 1) usage();
 
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -709,7 +880,24 @@ int main(int argc, char **argv)
                ks[1].enabled ? h3k_attn_fp8_sm90_variant_name(0) : "(not timed)",
                ks[2].enabled ? h3k_attn_fp8_sm90_variant_name(1) : "(not timed)");
 
-    if (!acc_only) {
+    if (qkv && !acc_only) {
+        char *list = strdup(qkv);
+        printf("%-16s %-10s %7s %4s %10s %9s %12s %10s  %s\n", "kernel", "profile", "S", "H", "median_ms", "TFLOPS",
+               "err_vs_exact", "max_abs", "status");
+        for (char *save = NULL, *file = strtok_r(list, ",", &save); file && !g_sticky; file = strtok_r(NULL, ",", &save)) {
+            const int first = g_nqkv;
+            bench_qkv(file, ks, 3, warmup, reps, (size_t)prop.l2CacheSize);
+            for (int i = first; i < g_nqkv; i++) {
+                const qkv_row *r = &g_qkv[i];
+                printf("%-16s %-10s %7d %4d %10.3f %9.1f %11.3f%% %10.3e  %s\n", r->kernel, r->profile, r->S, r->H,
+                       r->ms, r->tflops, 100 * r->rel_rms, r->max_abs, r->status);
+            }
+            fflush(stdout);
+            write_json(json, H);
+        }
+        free(list);
+    }
+    if (!acc_only && !qkv) { /* --qkv replaces the N(0,1) timing */
         printf("%-20s %7s %4s %4s %10s %10s %9s  %s\n", "kernel", "S", "H", "sets", "median_ms", "min_ms",
                "TFLOPS", "status");
         for (int si = 0; si < nseq; si++) {

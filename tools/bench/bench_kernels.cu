@@ -49,8 +49,8 @@ extern "C" int bench_fill_bf16(uint16_t *x, size_t n, uint64_t seed, int stress,
 
 /* Per (head h, group g, tensor t in q,k,v): amax over the group's valid tokens
  * and all 128 dims; scale = amax/448 (1 when amax = 0, codes are then 0). */
-__global__ void amax_kernel(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, int S, int H,
-                            float *sq, float *sk, float *sv, float *inv /* [3][H][G] */)
+__global__ void amax_kernel(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, const float *vmu,
+                            int S, int H, float *sq, float *sk, float *sv, float *inv /* [3][H][G] */)
 {
     const int g = blockIdx.x, h = blockIdx.y, t = blockIdx.z, G = gridDim.x;
     const __nv_bfloat16 *x = t == 0 ? q : t == 1 ? k : v;
@@ -58,7 +58,7 @@ __global__ void amax_kernel(const __nv_bfloat16 *q, const __nv_bfloat16 *k, cons
     float m = 0.f;
     for (int i = threadIdx.x; i < (s1 - s0) * D; i += blockDim.x) {
         int s = s0 + i / D, d = i % D;
-        m = fmaxf(m, fabsf(__bfloat162float(x[(size_t)s * H * D + h * D + d])));
+        m = fmaxf(m, fabsf(__bfloat162float(x[(size_t)s * H * D + h * D + d]) - (t == 2 && vmu ? vmu[h * D + d] : 0.f)));
     }
     __shared__ float red[32];
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -103,7 +103,8 @@ __device__ static inline int slot_key(int s)
 }
 
 /* vt8[h][d][p] = V code of key slot_key(p) (0 past S). */
-__global__ void quant_vt_kernel(const __nv_bfloat16 *v, int S, int H, int S_pad, const float *inv, uint8_t *vt8)
+__global__ void quant_vt_kernel(const __nv_bfloat16 *v, const float *vmu, int S, int H, int S_pad, const float *inv,
+                                uint8_t *vt8)
 {
     const int G = S_pad / 128;
     const size_t n = (size_t)H * D * S_pad;
@@ -111,20 +112,22 @@ __global__ void quant_vt_kernel(const __nv_bfloat16 *v, int S, int H, int S_pad,
         int p = (int)(i % S_pad), d = (int)((i / S_pad) % D), h = (int)(i / ((size_t)S_pad * D));
         int key = slot_key(p);
         uint8_t c = 0;
-        if (key < S) c = e4m3(__bfloat162float(v[(size_t)key * H * D + h * D + d]) * inv[(2 * (size_t)H + h) * G + key / 128]);
+        if (key < S)
+            c = e4m3((__bfloat162float(v[(size_t)key * H * D + h * D + d]) - (vmu ? vmu[h * D + d] : 0.f)) *
+                     inv[(2 * (size_t)H + h) * G + key / 128]);
         vt8[i] = c;
     }
 }
 
-extern "C" int bench_quant_fp8(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, uint8_t *q8,
-                               uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv, float *inv_tmp,
+extern "C" int bench_quant_fp8(const uint16_t *q, const uint16_t *k, const uint16_t *v, const float *vmu, int S, int H,
+                               uint8_t *q8, uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv, float *inv_tmp,
                                cudaStream_t st)
 {
     const int S_pad = (S + 127) / 128 * 128, G = S_pad / 128;
     const __nv_bfloat16 *bq = (const __nv_bfloat16 *)q, *bk = (const __nv_bfloat16 *)k, *bv = (const __nv_bfloat16 *)v;
-    amax_kernel<<<dim3(G, H, 3), 256, 0, st>>>(bq, bk, bv, S, H, sq, sk, sv, inv_tmp);
+    amax_kernel<<<dim3(G, H, 3), 256, 0, st>>>(bq, bk, bv, vmu, S, H, sq, sk, sv, inv_tmp);
     quant_qk_kernel<<<132 * 16, 256, 0, st>>>(bq, bk, S, H, S_pad, inv_tmp, q8, k8);
-    quant_vt_kernel<<<132 * 16, 256, 0, st>>>(bv, S, H, S_pad, inv_tmp, vt8);
+    quant_vt_kernel<<<132 * 16, 256, 0, st>>>(bv, vmu, S, H, S_pad, inv_tmp, vt8);
     return (int)cudaGetLastError();
 }
 
@@ -163,56 +166,81 @@ extern "C" int bench_rotate_rows(const uint16_t *x, long rows, const uint32_t si
     return (int)cudaGetLastError();
 }
 
-/* FP64 reference: one block of 128 threads per (query row i, head h). Scores
- * in FP64 shared memory (S doubles), exact max-subtracted softmax, then thread
- * d accumulates sum_j p_j v_j[d]. BF16 inputs are exact in FP64, so the only
- * error left is FP64 rounding. */
+/* FP64 reference: one block of 128 threads per (query row, head): row
+ * rows[blockIdx.x] (or blockIdx.x when rows is NULL) written to out row
+ * blockIdx.x. Keys in chunks of kRefChunk: the chunk's scores in FP64 shared
+ * memory, an FP64 online softmax across chunks (acc and l rescaled by
+ * exp(m_old - m_new) whenever the max grows), thread d accumulates
+ * sum_j p_j v_j[d]. BF16 inputs are exact in FP64, so the only error left is
+ * FP64 rounding; any S fits. */
+constexpr int kRefChunk = 2048;
 __global__ void ref_kernel(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, int S, int H,
-                           double *out)
+                           const int *rows, double *out)
 {
-    extern __shared__ double sc[]; /* [S] */
+    __shared__ double sc[kRefChunk];
     __shared__ double qs[D];
     __shared__ double red[4];
-    const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+    const int i = rows ? rows[blockIdx.x] : (int)blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
     qs[tid] = (double)__bfloat162float(q[(size_t)i * H * D + h * D + tid]);
     __syncthreads();
     const double scale = 1.0 / sqrt((double)D);
-    double m = -1e300;
-    for (int j = tid; j < S; j += blockDim.x) {
-        const __nv_bfloat16 *kr = k + (size_t)j * H * D + h * D;
-        double a = 0.0;
-        for (int d = 0; d < D; d++) a += qs[d] * (double)__bfloat162float(kr[d]);
-        a *= scale;
-        sc[j] = a;
-        m = fmax(m, a);
+    double m = -1e300, l = 0.0, acc = 0.0;
+    for (int j0 = 0; j0 < S; j0 += kRefChunk) {
+        const int n = min(kRefChunk, S - j0);
+        double cm = -1e300;
+        for (int j = tid; j < n; j += blockDim.x) {
+            const __nv_bfloat16 *kr = k + (size_t)(j0 + j) * H * D + h * D;
+            double a = 0.0;
+            for (int d = 0; d < D; d++) a += qs[d] * (double)__bfloat162float(kr[d]);
+            a *= scale;
+            sc[j] = a;
+            cm = fmax(cm, a);
+        }
+        for (int o = 16; o; o >>= 1) cm = fmax(cm, __shfl_xor_sync(0xffffffffu, cm, o));
+        if ((tid & 31) == 0) red[tid >> 5] = cm;
+        __syncthreads();
+        const double mn = fmax(m, fmax(fmax(red[0], red[1]), fmax(red[2], red[3])));
+        __syncthreads();
+        double cl = 0.0;
+        for (int j = tid; j < n; j += blockDim.x) {
+            const double p = exp(sc[j] - mn);
+            sc[j] = p;
+            cl += p;
+        }
+        for (int o = 16; o; o >>= 1) cl += __shfl_xor_sync(0xffffffffu, cl, o);
+        if ((tid & 31) == 0) red[tid >> 5] = cl;
+        __syncthreads();
+        const double f = exp(m - mn); /* 0 on the first chunk */
+        l = l * f + (red[0] + red[1] + red[2] + red[3]);
+        acc *= f;
+        for (int j = 0; j < n; j++) acc += sc[j] * (double)__bfloat162float(v[(size_t)(j0 + j) * H * D + h * D + tid]);
+        m = mn;
+        __syncthreads(); /* sc and red are reused by the next chunk */
     }
-    for (int o = 16; o; o >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((tid & 31) == 0) red[tid >> 5] = m;
-    __syncthreads();
-    m = fmax(fmax(red[0], red[1]), fmax(red[2], red[3]));
-    __syncthreads();
-    double l = 0.0;
-    for (int j = tid; j < S; j += blockDim.x) {
-        double p = exp(sc[j] - m);
-        sc[j] = p;
-        l += p;
-    }
-    for (int o = 16; o; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    if ((tid & 31) == 0) red[tid >> 5] = l;
-    __syncthreads();
-    l = red[0] + red[1] + red[2] + red[3];
-    double acc = 0.0;
-    for (int j = 0; j < S; j++) acc += sc[j] * (double)__bfloat162float(v[(size_t)j * H * D + h * D + tid]);
-    out[(size_t)i * H * D + h * D + tid] = acc / l;
+    out[(size_t)blockIdx.x * H * D + h * D + tid] = acc / l;
 }
 
-extern "C" int bench_ref_attn_f64(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, double *out,
-                                  cudaStream_t st)
+extern "C" int bench_ref_attn_f64(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H,
+                                  const int *rows, int nrows, double *out, cudaStream_t st)
 {
-    size_t smem = (size_t)S * sizeof(double);
-    cudaError_t e = cudaFuncSetAttribute(ref_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) return (int)e;
-    ref_kernel<<<dim3(S, H), D, smem, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k,
-                                            (const __nv_bfloat16 *)v, S, H, out);
+    ref_kernel<<<dim3(rows ? nrows : S, H), D, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k,
+                                                       (const __nv_bfloat16 *)v, S, H, rows, out);
+    return (int)cudaGetLastError();
+}
+
+/* mu[h*128 + d] = mean over the S tokens of v[s][h*128 + d], summed in FP64
+ * (one thread per column): the benchmark's own V smoothing mean. */
+__global__ void v_mean_kernel(const __nv_bfloat16 *v, int S, int HD, float *mu)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= HD) return;
+    double sum = 0.0;
+    for (int s = 0; s < S; s++) sum += (double)__bfloat162float(v[(size_t)s * HD + c]);
+    mu[c] = (float)(sum / S);
+}
+
+extern "C" int bench_v_mean(const uint16_t *v, int S, int H, float *mu, cudaStream_t st)
+{
+    v_mean_kernel<<<(H * D + 127) / 128, 128, 0, st>>>((const __nv_bfloat16 *)v, S, H * D, mu);
     return (int)cudaGetLastError();
 }
