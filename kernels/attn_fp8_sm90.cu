@@ -684,6 +684,7 @@ enum : unsigned {
     kFS16AC = 524288u, /* EXPERIMENT, with kFS16: the bias compensated in every tile (softmax16, v137) */
     kFTab = 33554432u, /* wg3: each tile's softmax scalars computed once per CTA into shared memory (v147) */
     kFFinite = 67108864u, /* EXPERIMENT (wg3): m starts at -FLT_MAX, no -inf guards in the softmax (v148) */
+    kFFoldS = 134217728u, /* wg3: each tile's P V into the free S registers, O = O alpha + PV in FP32 (v150) */
     kFXTrace = 16384u, /* DIAGNOSTIC: warp 0 of each consumer WG of CTA kTraceCta stamps clock64 at 5 points per tile */
     /* Timing-only ablations (wrong output; bench_attn only): which resource
      * bounds the loop, by removing one at a time. */
@@ -1170,6 +1171,14 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     constexpr bool kTab = kF & kFTab;
     static_assert(!kTab || (kExpScale && !kQ16), "kFTab is built on the FP32 softmax with kFExpScale");
     static_assert(!(kF & kFFinite) || kTab, "kFFinite is built on v147");
+    /* kFoldS: O stays in FP32 registers and never enters the tensor cores'
+     * truncating accumulator (see issue_pv): each tile's P V starts afresh in
+     * the S registers, free once P8 is packed, and is added to O after the
+     * wait, O = fma(O, alpha, PV) -- the rescale by alpha comes with it. The
+     * same accumulation as the two-consumer kernel's (4 k-steps per tensor-core
+     * sum), without its 64 extra registers. */
+    constexpr bool kFoldS = kF & kFFoldS;
+    static_assert(!kFoldS || (kFlush == 0 && !kQ16), "kFFoldS replaces the shared-memory fold; FP32 S only");
     using L = SmemLayout3<kStages, kFlush != 0>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -1271,16 +1280,32 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             else
                 softmax<kExpScale, false, (kF & kFFinite) != 0>(c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0,
                                                                 alpha1, ts.lmult, ts.imult);
-            rescale_o(c, alpha0, alpha1);
+            if constexpr (!kFoldS) rescale_o(c, alpha0, alpha1);
             if constexpr (!kQ16) convert_p<kExpScale>(c, kExpScale ? 1.f : (256.f * svn) / svmax);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][2] = clock64();
             sm90::mbar_wait(bars.vfull(st), ph);
-            issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
-            sm90::wgmma_wait<0>();
+            if constexpr (kFoldS) {
+                auto &pv = c.s; /* P V of this tile, from zero */
+                issue_pv_to(pv, c.p, sV + st * kTile, false);
+                sm90::wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(pv[i]);
+                release(bars.vempty(st), lane);
+#pragma unroll
+                for (int j = 0; j < 16; ++j) {
+                    c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
+                    c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
+                    c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
+                    c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
+                }
+            } else {
+                issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+                release(bars.vempty(st), lane);
+            }
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][3] = clock64();
-            release(bars.vempty(st), lane);
             if constexpr (kFlush != 0)
                 if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
             if (kXTrace && tr && n < kTraceTiles) g_sm90_trace[wgi][n][4] = clock64();
@@ -1538,23 +1563,24 @@ struct Variant {
     int threads; /* per CTA */
     int vmean;   /* adds V's mean (kFVMean): runs the calls with a mean, the others those without */
     int tab;     /* kFTab: shared memory bytes per key tile beyond smem */
+    int untab;   /* kFTab: the variant (same loop, no table) to run where the table does not fit */
 };
 
 template <int St, unsigned F> static Variant make_variant(const char *name)
 {
-    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0, 0};
+    return Variant{h3k_attn_fp8_sm90_kernel<St, F>, SmemLayout<St>::kBytes, name, kBM, kThreads, (F & kFVMean) != 0, 0, 0};
 }
 
-template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name)
+template <int St, int Flush, unsigned F> static Variant make_variant3(const char *name, int untab = 0)
 {
     return Variant{h3k_attn_fp8_sm90_wg3_kernel<St, Flush, F>, SmemLayout3<St, Flush != 0>::kBytes, name, kWg3Rows,
-                   kWg3Threads, (F & kFVMean) != 0, (F & kFTab) ? 16 * kWg3Consumers : 0};
+                   kWg3Threads, (F & kFVMean) != 0, (F & kFTab) ? 16 * kWg3Consumers : 0, untab};
 }
 
 template <int KS, int VS, int Flush, unsigned F> static Variant make_variant3p(const char *name)
 {
     return Variant{h3k_attn_fp8_sm90_wg3p_kernel<KS, VS, Flush, F>, SmemLayout3p<KS, VS>::kBytes, name, kWg3Rows,
-                   kWg3pThreads, (F & kFVMean) != 0, 0};
+                   kWg3pThreads, (F & kFVMean) != 0, 0, 0};
 }
 
 /* the dynamic shared memory a variant launches with at S_pad tokens */
@@ -1579,9 +1605,19 @@ static const Variant *variants(int *count)
         make_variant3<2, 0, kFExpScale | kFVMean | kFS16 | kFS16AC>(
             "v137 EXPERIMENT v130 with the bias compensated in every tile (exact reference, O rescaled every tile)"),
         make_variant3<2, 0, kFExpScale | kFVMean | kFTab>(
-            "v147 wg3 never folded, V's mean added, each tile's softmax scalars in a table (v78 past 376k tokens)"),
+            "v147 wg3 never folded, V's mean added, each tile's softmax scalars in a table (v78 past 376k tokens)", 78),
         make_variant3<2, 0, kFExpScale | kFVMean | kFTab | kFFinite>(
-            "v148 EXPERIMENT v147 with the running max started finite (-FLT_MAX): no -inf guards, same values"),
+            "v148 EXPERIMENT v147 with the running max started finite (-FLT_MAX): no -inf guards, same values", 78),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFTab | kFFoldS>(
+            "v150 wg3, each tile's P V folded into FP32 O in registers, V's mean added, softmax scalars in a table",
+            153),
+        make_variant3<2, 0, kFExpScale | kFTab | kFFoldS>("v151 v150 without V's mean (unsmoothed V)", 154),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFTab | kFFoldS | kFFinite>(
+            "v152 v150 with the running max started finite (-FLT_MAX): no -inf guards, same values", 153),
+        make_variant3<2, 0, kFExpScale | kFVMean | kFFoldS>("v153 v150 without the table (past 376k tokens)"),
+        make_variant3<2, 0, kFExpScale | kFFoldS>("v154 v151 without the table (past 376k tokens)"),
+        make_variant3<2, 8, kFExpScale | kFVMean | kFTab>(
+            "v155 wg3, O folded to FP32 in shared memory every 8 tiles, V's mean added, scalars in a table (to 114k tokens)"),
         make_variant3p<2, 3, 8, kFExpScale>(
             "v85 EXPERIMENT wg3p: three pipelined consumer WGs, no producer, P through shared memory, O folded every 8 tiles, 2 K / 3 V stages"),
         make_variant3p<2, 3, 8, kFExpScale | kFXTrace>("v86 DIAGNOSTIC v85 with a clock64 trace"),
@@ -1692,9 +1728,10 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     const Variant *vs = variants(&n);
     const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
     int sel = selected_variant(vmu != nullptr);
-    /* a kFTab variant whose per-tile table would not fit (v147: S past
-     * 376,448 tokens) runs as v78, the same kernel without the table */
-    if (vs[sel].tab && launch_smem(vs[sel], S_pad) > 227 * 1024) sel = variant_index(vs, n, 78);
+    /* a kFTab variant whose per-tile table would not fit (v147, v150: S past
+     * 376,448 tokens) runs its twin without the table */
+    if (vs[sel].tab && launch_smem(vs[sel], S_pad) > 227 * 1024)
+        sel = vs[sel].untab ? variant_index(vs, n, vs[sel].untab) : -1;
     if (sel < 0) return (int)cudaErrorInvalidValue;
     const Variant &v = vs[sel];
     if (v.vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue; /* a build-time default of the wrong mode */

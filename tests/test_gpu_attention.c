@@ -1,7 +1,8 @@
 /* test_gpu_attention.c — every FP8 attention kernel of the build against its
  * CPU twin (cpu_attention_fp8 with the kernel's key tile) and against exact
  * FP32 attention (the FP8 error, reported), on tile-edge shapes, random
- * per-group scales, one-dominant-key rows and FA3's stress distribution.
+ * per-group scales, one-dominant-key rows, FA3's stress distribution and
+ * model-like data (sharp rows, sinks, outlier dims, V means; DIST_MODEL).
  * Also: poisoned outputs are all overwritten, rows >= S are never written,
  * and two runs give identical bytes. Exits 77 without a usable GPU.
  *
@@ -10,7 +11,7 @@
  *              (H3_TEST_SEED=n fixes the inputs; --quick = --max-s 1000, for
  *              compute-sanitizer; --sweep: the shape sweep instead of the
  *              tile-edge/mix cases, see sweep() below; --case: one case,
- *              MIX 0 normal, 1 dominant key, 2 stress, 3 mean V)
+ *              MIX 0 normal, 1 dominant key, 2 stress, 3 mean V, 4 model-like)
  *
  * Tolerances:
  *   vs emulated FP8: relative RMS <= 5e-3 over O (issue 4's contract; rows
@@ -74,8 +75,60 @@ static int g_pass = 0, g_fail = 0;
 static int g_max_s = 1 << 30; /* --quick / --max-s: skip cases with S above this (compute-sanitizer runs) */
 static h3_rng g_rng;
 
-enum { DIST_NORMAL = 0, DIST_DOMINANT, DIST_STRESS, DIST_MEANV };
-static const char *dist_name[] = {"normal+group scales", "dominant key", "FA3 stress", "v with a mean (block-like)"};
+enum { DIST_NORMAL = 0, DIST_DOMINANT, DIST_STRESS, DIST_MEANV, DIST_MODEL };
+static const char *dist_name[] = {"normal+group scales", "dominant key", "FA3 stress", "v with a mean (block-like)",
+                                  "model-like, sharp rows"};
+
+/* DIST_MODEL: q and k as a trained DiT's q/k-norm gives them, v as its QKV
+ * GEMM does (docs/DESIGN.md "Synthetic data"): per head a direction shared by
+ * every token (0.5 N(0,1) per dim: the massive-activation channels of the
+ * hidden states), plus N(0,1), RMS-normalised over the 128 dims, times gains
+ * log-uniform over [0.5, 3] (one vector for q, one for k, shared by the
+ * heads, as q_norm / k_norm are); two outlier dims per head times 4; in even
+ * heads keys 0..3 are attention sinks (k along the head's mean q, with the
+ * typical |k|). v = m + 0.5 N(0,1) with a per-(head, dim) mean m ~ N(0,1).
+ * Rows come out sharp: in sink heads ~55% of a row's mass on the sinks, its
+ * largest p ~0.3, logits spanning ~40 (natural log units), ~15% of the mass
+ * beyond the 8 largest keys -- the tail an FP8 accumulator loses first. */
+static void make_model_inputs(int S, int H, uint16_t *q, uint16_t *k, uint16_t *v)
+{
+    const int I = H * D;
+    double gq[D], gk[D];
+    for (int d = 0; d < D; d++) gq[d] = 0.5 * pow(6.0, h3_rng_uniform(&g_rng));
+    for (int d = 0; d < D; d++) gk[d] = 0.5 * pow(6.0, h3_rng_uniform(&g_rng));
+    double *mq = malloc(sizeof(double) * I), *mk = malloc(sizeof(double) * I), *mv = malloc(sizeof(double) * I);
+    double *qmean = calloc((size_t)I, sizeof(double)), knorm = 0.0;
+    for (int c = 0; c < I; c++) mq[c] = 0.5 * h3_rng_normal(&g_rng), mk[c] = 0.5 * h3_rng_normal(&g_rng);
+    for (int c = 0; c < I; c++) mv[c] = h3_rng_normal(&g_rng);
+    for (int s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+            const int o1 = (37 * h + 5) % D, o2 = (37 * h + 69) % D; /* the head's outlier dims */
+            for (int a = 0; a < 2; a++) {
+                const double *m = a ? mk : mq, *g = a ? gk : gq;
+                double x[D], ss = 0.0;
+                for (int d = 0; d < D; d++) x[d] = m[h * D + d] + h3_rng_normal(&g_rng), ss += x[d] * x[d];
+                const double r = 1.0 / sqrt(ss / D + 1e-5);
+                double n2 = 0.0;
+                for (int d = 0; d < D; d++) {
+                    double y = x[d] * r * g[d] * (d == o1 || d == o2 ? 4.0 : 1.0);
+                    (a ? k : q)[(size_t)s * I + h * D + d] = h3_f32_to_bf16((float)y);
+                    if (a == 0) qmean[h * D + d] += y / S;
+                    n2 += y * y;
+                }
+                if (a) knorm += sqrt(n2) / ((double)S * H);
+            }
+            for (int d = 0; d < D; d++)
+                v[(size_t)s * I + h * D + d] = h3_f32_to_bf16((float)(mv[h * D + d] + 0.5 * h3_rng_normal(&g_rng)));
+        }
+    for (int h = 0; h < H; h += 2) { /* the sinks */
+        double n2 = 0.0;
+        for (int d = 0; d < D; d++) n2 += qmean[h * D + d] * qmean[h * D + d];
+        for (int s = 0; s < 4 && s < S; s++)
+            for (int d = 0; d < D; d++)
+                k[(size_t)s * I + h * D + d] = h3_f32_to_bf16((float)(qmean[h * D + d] * knorm / sqrt(n2)));
+    }
+    free(mq), free(mk), free(mv), free(qmean);
+}
 
 
 /* Inputs: q, k, v [S][H*D] bf16. Every (head, 128-token group) of q, k and v
@@ -84,6 +137,10 @@ static const char *dist_name[] = {"normal+group scales", "dominant key", "FA3 st
  * error would be near-tie noise), 2^U(-3, 3) for v. */
 static void make_inputs(int S, int H, int dist, uint16_t *q, uint16_t *k, uint16_t *v)
 {
+    if (dist == DIST_MODEL) {
+        make_model_inputs(S, H, q, k, v);
+        return;
+    }
     const int G = h3_groups(S), I = H * D;
     float *mag = malloc(sizeof(float) * 3 * H * G); /* [3][H][G] */
     for (int i = 0; i < 3 * H * G; i++) {
@@ -487,8 +544,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--case") && i + 3 < argc) {
             one_S = atoi(argv[i + 1]), one_H = atoi(argv[i + 2]), one_dist = atoi(argv[i + 3]);
             i += 3;
-            if (one_S < 1 || one_H < 1 || one_dist < 0 || one_dist > DIST_MEANV) {
-                fprintf(stderr, "test_gpu_attention: --case S H MIX needs S, H >= 1 and MIX 0..%d\n", DIST_MEANV);
+            if (one_S < 1 || one_H < 1 || one_dist < 0 || one_dist > DIST_MODEL) {
+                fprintf(stderr, "test_gpu_attention: --case S H MIX needs S, H >= 1 and MIX 0..%d\n", DIST_MODEL);
                 return 2;
             }
             continue;
@@ -547,6 +604,13 @@ int main(int argc, char **argv)
         run_case(&kernels[kx], 4097, 2, DIST_STRESS);
         run_case(&kernels[kx], 4097, 2, DIST_MEANV);
         run_case(&kernels[kx], 30272, 1, DIST_MEANV);
+        /* model-like data at the block's sizes: sharp rows, sinks, outlier
+         * dims, V means (where an accumulator that drops small additions
+         * shows) */
+        run_case(&kernels[kx], 1000, 4, DIST_MODEL);
+        run_case(&kernels[kx], 4096, 2, DIST_MODEL);
+        run_case(&kernels[kx], 30272, 2, DIST_MODEL);
+        run_case(&kernels[kx], 75600, 1, DIST_MODEL);
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
