@@ -66,6 +66,13 @@ static const struct {
 };
 #define N_DIFFUSERS_NAMES ((int)(sizeof diffusers_names / sizeof diffusers_names[0]))
 
+const char *h3_diffusers_name(int t, int part)
+{
+    for (int k = 0; k < N_DIFFUSERS_NAMES; k++)
+        if (diffusers_names[k].t == t && diffusers_names[k].part == part) return diffusers_names[k].name;
+    return NULL;
+}
+
 /* Our per-block names (the config does not change them). */
 static const char *our_name(int t)
 {
@@ -145,7 +152,9 @@ static int pick_in_dir(const char *dir, char **out, char *err, size_t errlen)
     char **l[2] = {NULL, NULL}; /* index files, .safetensors files */
     int n[2] = {0, 0}, rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
-        const int k = ends_with(e->d_name, ".safetensors.index.json") ? 0 : ends_with(e->d_name, ".safetensors") ? 1 : -1;
+        const int k = ends_with(e->d_name, ".safetensors.index.json") ? 0
+                      : ends_with(e->d_name, ".safetensors")          ? 1
+                                                                      : -1;
         if (k < 0) continue;
         char **grown = realloc(l[k], (size_t)(n[k] + 1) * sizeof *grown);
         if (grown) l[k] = grown;
@@ -236,7 +245,8 @@ static int read_index(h3_ckpt *c, char *err, size_t errlen)
     {
         const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
         if (!s || !*s || strchr(s, '/') || !strcmp(s, "..") || !strcmp(s, ".")) {
-            fail(err, errlen, "%s: tensor '%s': shard '%s' is not a plain file name", ip, key, s ? s : "(not a string)");
+            fail(err, errlen, "%s: tensor '%s': shard '%s' is not a plain file name", ip, key,
+                 s ? s : "(not a string)");
             free(dir);
             goto out;
         }
@@ -428,11 +438,8 @@ static int map_block(h3_ckpt *c, char *err, size_t errlen)
     for (int i = 0; i < H3_T_COUNT; i++) {
         const char *part[3] = {our_name(i), NULL, NULL};
         int np = 1;
-        if (c->diffusers) {
-            np = 0;
-            for (int k = 0; k < N_DIFFUSERS_NAMES; k++)
-                if (diffusers_names[k].t == i) part[np++] = diffusers_names[k].name;
-        }
+        if (c->diffusers)
+            for (np = 0; np < 3 && h3_diffusers_name(i, np); np++) part[np] = h3_diffusers_name(i, np);
         if (np == 3)
             snprintf(c->name[i], sizeof c->name[i], "%sattn.to_{q,k,v}.weight", pre);
         else

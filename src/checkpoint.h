@@ -89,6 +89,10 @@ void h3_ckpt_describe(const h3_ckpt *c, char *buf, size_t len);
 
 const char *h3_qkv_order_name(h3_qkv_order o); /* "grouped", "stacked", "split", "unstated" */
 
+/* Diffusers' per-block name of part p of our tensor t (QKV: p = 0, 1, 2 for
+ * to_q, to_k, to_v; the others have part 0 only), NULL for no such part. */
+const char *h3_diffusers_name(int t, int part);
+
 #ifdef __cplusplus
 }
 #endif

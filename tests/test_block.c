@@ -436,7 +436,6 @@ int main(int argc, char **argv)
         copy u;
         memset(&u, 0, sizeof u);
         for (int i = 0; i < H3_T_COUNT; i++) {
-            int64_t n = sp[i].rank == 1 ? sp[i].shape[0] : sp[i].shape[0] * sp[i].shape[1];
             for (int j = 0; j < (i == H3_T_QKV ? 3 : 1); j++) {
                 snprintf(u.names[u.n], sizeof u.names[u.n], "model.transformer_blocks.0.%s",
                          i == H3_T_QKV ? qkv_names[j] : dn[i]);
@@ -454,7 +453,6 @@ int main(int argc, char **argv)
                     memcpy(fc1 + (size_t)F * C, g.w[i], (size_t)F * C * 2);
                     u.t[u.n].data = fc1;
                 }
-                (void)n;
                 u.n++;
             }
         }
@@ -472,7 +470,8 @@ int main(int argc, char **argv)
         dup(&u, &v);
         v.t[find(&v, "attn.to_v.weight")].decl.shape[0] = (int64_t)H * D / 2;
         put(&v, "tb_diffusers_v.safetensors");
-        expect_fail("tb_diffusers_v.safetensors", "diffusers, short to_v", "'model.transformer_blocks.0.attn.to_v.weight'",
+        expect_fail("tb_diffusers_v.safetensors", "diffusers, short to_v",
+                    "'model.transformer_blocks.0.attn.to_v.weight'",
                     "'model.transformer_blocks.0.attn.to_q.weight' is BF16 [256, 256]");
         dup(&u, &v);
         snprintf(v.names[find(&v, "ff.net.2.weight")], sizeof v.names[0], "model.transformer_blocks.0.mlp.fc2.weight");

@@ -215,8 +215,8 @@ int main(int argc, char **argv)
     rename("te_ckpt/model.safetensors.index.json", "te_ckpt/missing_tensor.json");
     rename("te_ckpt/good.json", "te_ckpt/model.safetensors.index.json");
     run_ext("--checkpoint te_ckpt --block x --out te_out.safetensors", 2, "--block", "--block x");
-    run_ext("--checkpoint te_ckpt --out te_out.safetensors", 1, "holds 2 blocks (numbered 0..1): pick one with --block N",
-            "no --block");
+    run_ext("--checkpoint te_ckpt --out te_out.safetensors", 1,
+            "holds 2 blocks (numbered 0..1): pick one with --block N", "no --block");
     run_ext("--checkpoint te_ckpt --block 0", 2, "required", "no --out");
     run_ext("--checkpoint te_ckpt --block 0 --qkv-layout interleaved --out te_out.safetensors", 2, "--qkv-layout",
             "--qkv-layout interleaved");
