@@ -1,5 +1,7 @@
-/* test_block — the block-weights loader (src/block.c) on files made by
- * gen_weights and on edited copies of them.
+/* test_block — the block-weights loader (src/block.c, src/checkpoint.c) on
+ * files made by gen_weights and on edited copies of them: shapes, names,
+ * block choice, the QKV order rules and diffusers' names. (Every published
+ * layout, written by the official library: tests/python/test_layouts.py.)
  *
  * Run alone: ctest --test-dir build -R '^test_block$'
  *   or: build/tests/test_block build/tools/gen_weights   (H3_TEST_SEED=N fixes the seed)
