@@ -1,10 +1,11 @@
-/* block.c — one H3 DiT block's weights from a safetensors file (block.h).
+/* block.c — one H3 DiT block's weights, from a published checkpoint (block.h).
  *
- * Steps: open (st_open validates the container), find the one "blocks.N."
- * prefix (or none), infer the config from five shapes, validate it, then
- * check all ten tensors against h3_tensor_specs(). Every error names the file
- * and tensor, and says where each expected size came from, so a wrong shape
- * points at the tensor that disagrees with the others. */
+ * Steps: find the block and map its tensors to ours (checkpoint.c), infer
+ * the config from five shapes, validate it, check all ten tensors against
+ * h3_tensor_specs(), decide the QKV row order, then read the block into
+ * memory it owns, in our layout. Every error names the file and tensor (in
+ * the source's own names), and says where each expected size came from, so
+ * a wrong shape points at the tensor that disagrees with the others. */
 #define _POSIX_C_SOURCE 200809L
 #include "block.h"
 
@@ -23,25 +24,6 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Length of a "blocks.<digits>." prefix at the start of name, 0 if none;
- * *n receives the block number (digits beyond int range count as no prefix). */
-static size_t block_prefix(const char *name, int *n)
-{
-    static const char pre[] = "blocks.";
-    const size_t lp = sizeof pre - 1;
-    if (strncmp(name, pre, lp) != 0) return 0;
-    size_t i = lp;
-    long v = 0;
-    while (name[i] >= '0' && name[i] <= '9') {
-        v = v * 10 + (name[i] - '0');
-        if (v > 1000000000L) return 0;
-        i++;
-    }
-    if (i == lp || name[i] != '.') return 0;
-    *n = (int)v;
-    return i + 1;
-}
-
 static void fmt_shape(char *buf, size_t n, int rank, const int64_t *shape)
 {
     size_t o = 0;
@@ -58,57 +40,43 @@ typedef struct {
 void h3_block_free(h3_block *b)
 {
     if (!b) return;
-    st_close(&b->file);
-    free(b->qkv_regrouped);
+    free(b->store);
     memset(b, 0, sizeof *b);
 }
 
 int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, size_t errlen)
 {
+    const h3_load_options o = {.block = -1, .qkv = H3_QKV_UNSTATED};
+    return h3_block_load_with(path, &o, b, warn, err, errlen);
+}
+
+int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b, h3_warn_fn warn, char *err,
+                       size_t errlen)
+{
     memset(b, 0, sizeof *b);
     b->block_index = -1;
     if (err && errlen) err[0] = 0;
-    if (st_open(path, &b->file, err, errlen) != 0) return -1;
-    const st_file *f = &b->file;
+    h3_ckpt ck;
+    if (h3_ckpt_open(path, opt->block, &ck, err, errlen) != 0) return -1;
+    b->block_index = ck.block;
+    b->n_blocks = ck.n_blocks;
+    b->n_source_tensors = ck.n_names;
 
-    /* 1. One prefix for all tensors, or none. */
-    size_t plen = 0;
-    const char *first = NULL; /* first tensor seen, to name in a mismatch */
-    for (int i = 0; i < f->n_tensors; i++) {
-        const char *nm = f->tensors[i].name;
-        int n = -1;
-        size_t l = block_prefix(nm, &n);
-        if (!first) {
-            first = nm;
-            plen = l;
-            b->block_index = l ? n : -1;
-            continue;
-        }
-        if ((l != 0) != (plen != 0)) {
-            const char *with = l ? nm : first, *without = l ? first : nm;
-            seterr(err, errlen, "%s: mixed names: tensor '%s' has a 'blocks.N.' prefix but '%s' has none", path, with,
-                   without);
-            goto fail;
-        }
-        if (l && n != b->block_index) {
-            seterr(err, errlen, "%s: tensors of two blocks: '%s' (block %d) and '%s' (block %d); give one block per file",
-                   path, first, b->block_index, nm, n);
-            goto fail;
-        }
+    /* 1. Our ten tensors as the source has them (NULL: missing), with the
+     * file and the name to report, and for a missing one a name outside the
+     * block with the same ending (a prefix or block number gone wrong). */
+    const st_tensor *t[H3_T_COUNT];
+    const char *full[H3_T_COUNT], *where[H3_T_COUNT], *sim[H3_T_COUNT];
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        t[i] = ck.src[i][0] ? &ck.view[i] : NULL;
+        full[i] = ck.name[i];
+        where[i] = ck.src[i][0] ? ck.src_file[i][0]->path : path;
+        sim[i] = ck.similar[i];
     }
-    char prefix[32] = "";
-    if (plen) snprintf(prefix, sizeof prefix, "blocks.%d.", b->block_index);
 
     /* 2. Infer the config from the shapes. */
     h3_config cfg = h3_config_full();
     h3_tensor_spec spec[H3_T_COUNT];
-    h3_tensor_specs(&cfg, spec); /* names only at this point */
-    const st_tensor *t[H3_T_COUNT];
-    char full[H3_T_COUNT][96];
-    for (int i = 0; i < H3_T_COUNT; i++) {
-        snprintf(full[i], sizeof full[i], "%s%s", prefix, spec[i].name);
-        t[i] = st_find(f, full[i]);
-    }
     static const struct {
         int idx, rank;
         const char *what;
@@ -117,15 +85,17 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
         {H3_T_FC2, 2, "ffn"},            {H3_T_ADALN_W, 2, "temb and modalities"},
     };
     for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
-        const st_tensor *x = t[need[k].idx];
+        const int i = need[k].idx;
+        const st_tensor *x = t[i];
         if (!x) {
-            seterr(err, errlen, "%s: tensor '%s' is missing (needed to infer %s)", path, full[need[k].idx], need[k].what);
+            seterr(err, errlen, "%s: tensor '%s' is missing (needed to infer %s%s%s%s)", path, full[i], need[k].what,
+                   sim[i][0] ? "; the source has '" : "", sim[i], sim[i][0] ? "'" : "");
             goto fail;
         }
         if (x->rank != need[k].rank) {
             char sh[96];
             fmt_shape(sh, sizeof sh, x->rank, x->shape);
-            seterr(err, errlen, "%s: tensor '%s': shape %s has rank %d, expected rank %d", path, full[need[k].idx], sh,
+            seterr(err, errlen, "%s: tensor '%s': shape %s has rank %d, expected rank %d", where[i], full[i], sh,
                    x->rank, need[k].rank);
             goto fail;
         }
@@ -133,8 +103,8 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
             if (x->shape[d] <= 0 || x->shape[d] > INT32_MAX) {
                 char sh[96];
                 fmt_shape(sh, sizeof sh, x->rank, x->shape);
-                seterr(err, errlen, "%s: tensor '%s': shape %s has a zero or too large dimension", path,
-                       full[need[k].idx], sh);
+                seterr(err, errlen, "%s: tensor '%s': shape %s has a zero or too large dimension", where[i], full[i],
+                       sh);
                 goto fail;
             }
     }
@@ -176,11 +146,13 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
     h3_tensor_specs(&cfg, spec);
     for (int i = 0; i < H3_T_COUNT; i++) {
         if (!t[i]) {
-            seterr(err, errlen, "%s: tensor '%s' is missing", path, full[i]);
+            seterr(err, errlen, "%s: tensor '%s' is missing%s%s%s", path, full[i],
+                   sim[i][0] ? " (the source has '" : "", sim[i], sim[i][0] ? "')" : "");
             goto fail;
         }
         if (t[i]->dtype != ST_BF16) {
-            seterr(err, errlen, "%s: tensor '%s': dtype %s, expected BF16", path, full[i], st_dtype_name(t[i]->dtype));
+            seterr(err, errlen, "%s: tensor '%s': dtype %s, expected BF16", where[i], full[i],
+                   st_dtype_name(t[i]->dtype));
             goto fail;
         }
         int ok = t[i]->rank == spec[i].rank;
@@ -203,51 +175,49 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
                 size_t o = strlen(because);
                 snprintf(because + o, sizeof because - o, "%s%s", k ? ", " : "", why[k]);
             }
-            seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", path, full[i], got, want, because);
+            seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", where[i], full[i], got, want,
+                   because);
             goto fail;
         }
-        if ((uintptr_t)t[i]->data % 2) {
-            seterr(err, errlen, "%s: tensor '%s': data is not 2-byte aligned", path, full[i]);
-            goto fail;
-        }
-        b->w[i] = (const uint16_t *)t[i]->data;
     }
 
-    /* 4. Extra tensors: warn, count. */
-    for (int i = 0; i < f->n_tensors; i++) {
-        int known = 0;
-        for (int k = 0; k < H3_T_COUNT && !known; k++) known = t[k] == &f->tensors[i];
-        if (known) continue;
+    /* 4. The QKV row order, then the bytes, in our layout. */
+    char why[320], src[480];
+    if (h3_ckpt_qkv(&ck, opt->qkv, &b->qkv_order, why, sizeof why, err, errlen)) goto fail;
+    const st_file *qf = ck.src_file[H3_T_QKV][0];
+    const char *prof = qf ? st_meta(qf, "profile") : NULL;
+    h3_profile pp;
+    if (prof && h3_profile_parse(prof, &pp) == 0) snprintf(b->profile, sizeof b->profile, "%s", h3_profile_name(pp));
+    size_t total = 0, at[H3_T_COUNT];
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        at[i] = total;
+        total += (size_t)spec[i].shape[0] * (spec[i].rank == 2 ? (size_t)spec[i].shape[1] : 1);
+    }
+    b->store = malloc(total * sizeof(uint16_t)); // the ten tensors, bf16, in enum order
+    if (!b->store) {
+        seterr(err, errlen, "%s: out of memory for the block (%zu bytes)", path, total * sizeof(uint16_t));
+        goto fail;
+    }
+    uint16_t *dst[H3_T_COUNT];
+    for (int i = 0; i < H3_T_COUNT; i++) b->w[i] = dst[i] = b->store + at[i];
+    if (h3_ckpt_read(&ck, &cfg, b->qkv_order, dst, err, errlen)) goto fail;
+    h3_ckpt_describe(&ck, src, sizeof src);
+    snprintf(b->layout, sizeof b->layout, "%s; QKV %s%s", src, why,
+             ck.diffusers ? "; fc1 [up; gate] (diffusers' SwiGLU) swapped to [gate; up]" : "");
+
+    /* 5. The block's extra tensors: warn, count. */
+    for (int k = 0; k < ck.n_extra; k++) {
         b->n_extra++;
         if (warn) {
             char msg[512];
-            snprintf(msg, sizeof msg, "%s: ignoring unexpected tensor '%s'", path, f->tensors[i].name);
+            snprintf(msg, sizeof msg, "%s: ignoring unexpected tensor '%s'", path, ck.names[ck.extra[k]]);
             warn(msg);
         }
     }
-
-    /* 5. QKV layout. stacked: row j*I + h*D + d (j = 0 q, 1 k, 2 v; I = H*D)
-     * goes to the grouped row h*3D + j*D + d. */
-    const char *lay = st_meta(f, "qkv_layout");
-    if (lay && strcmp(lay, "stacked") == 0) {
-        const size_t C = (size_t)cfg.hidden, D = (size_t)cfg.head_dim, H = (size_t)cfg.heads, I = H * D;
-        b->qkv_regrouped = malloc(3 * I * C * sizeof(uint16_t)); // [3*H*D][C] bf16, grouped
-        if (!b->qkv_regrouped) {
-            seterr(err, errlen, "%s: out of memory re-grouping '%s' (%zu bytes)", path, full[H3_T_QKV],
-                   3 * I * C * sizeof(uint16_t));
-            goto fail;
-        }
-        const uint16_t *src = b->w[H3_T_QKV]; // [3*H*D][C] bf16, stacked
-        for (size_t j = 0; j < 3; j++)
-            for (size_t h = 0; h < H; h++)
-                memcpy(b->qkv_regrouped + (h * 3 * D + j * D) * C, src + (j * I + h * D) * C, D * C * sizeof(uint16_t));
-        b->w[H3_T_QKV] = b->qkv_regrouped;
-    } else if (lay && strcmp(lay, "grouped") != 0) {
-        seterr(err, errlen, "%s: __metadata__ qkv_layout '%s' is unknown (expected 'grouped' or 'stacked')", path, lay);
-        goto fail;
-    }
+    h3_ckpt_close(&ck);
     return 0;
 fail:
+    h3_ckpt_close(&ck);
     h3_block_free(b);
     b->block_index = -1;
     return -1;

@@ -34,12 +34,15 @@ static void die_user(const char *msg)
 static void print_summary(const h3_block *b, const h3_inputs *in, const char *path, const cli_options *o)
 {
     const h3_config *c = &b->cfg;
-    const char *profile = st_meta(&b->file, "profile"); /* gen_weights' synthetic blocks say which */
-    fprintf(stderr, "weights %s: %d tensors, %.3f GB BF16 (%lld parameters)%s%s%s\n", path, b->file.n_tensors,
-            h3_param_count(c) * 2 / 1e9, (long long)h3_param_count(c),
-            b->block_index >= 0 ? "" : ", no block prefix", profile ? ", synthetic, profile " : "",
-            profile ? profile : "");
-    if (b->block_index >= 0) fprintf(stderr, "  block %d\n", b->block_index);
+    char which[96];
+    if (b->block_index < 0)
+        snprintf(which, sizeof which, "no block number, %d tensors", b->n_source_tensors);
+    else
+        snprintf(which, sizeof which, "block %d (%d block%s, %d tensors in the source)", b->block_index, b->n_blocks,
+                 b->n_blocks == 1 ? "" : "s", b->n_source_tensors);
+    fprintf(stderr, "weights %s: %s, %.3f GB BF16 (%lld parameters)%s%s\n", path, which, h3_param_count(c) * 2 / 1e9,
+            (long long)h3_param_count(c), b->profile[0] ? ", synthetic, profile " : "", b->profile);
+    fprintf(stderr, "  layout: %s\n", b->layout);
     fprintf(stderr, "  config: hidden %d, heads %d x %d, ffn %d, temb %d, modalities %d, eps %g\n", c->hidden,
             c->heads, c->head_dim, c->ffn, c->temb, c->modalities, c->eps);
     fprintf(stderr, "inputs: %d tokens (video %d, text %d, audio %d)", in->S, in->count[H3_TAG_VIDEO],
@@ -140,7 +143,8 @@ int main(int argc, char **argv)
     char err[1024];
 
     h3_block blk;
-    if (h3_block_load(o.weights, &blk, warn_cb, err, sizeof err)) die_user(err);
+    const h3_load_options lo = {.block = o.block, .qkv = o.qkv_layout};
+    if (h3_block_load_with(o.weights, &lo, &blk, warn_cb, err, sizeof err)) die_user(err);
     const h3_config *cfg = &blk.cfg;
 
     /* Which path: the GPU when there is a usable one, else the CPU. */

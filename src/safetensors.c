@@ -497,7 +497,7 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
             seterr(err, errlen, "%s: tensor '%s': %s", p, qstr(key).s, e);
             return -1;
         }
-        t->data = f->data + t->begin;
+        t->data = f->data ? f->data + t->begin : NULL; /* NULL: opened by st_open_header */
     }
 
     /* The tensors must tile [0, data_size) exactly: sorted by offset, each
@@ -530,7 +530,27 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     return 0;
 }
 
-int st_open(const char *path, st_file *f, char *err, size_t errlen)
+/* pread until n bytes are in or the file ends; returns the bytes read, with
+ * *e = errno if a read failed (0 at end of file). */
+static size_t pread_full(int fd, void *buf, size_t n, uint64_t off, int *e)
+{
+    size_t got = 0;
+    *e = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            *e = r < 0 ? errno : 0;
+            break;
+        }
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* st_open, or with header_only st_open_header: then only the 8-byte length
+ * and the header are read, and the tensors' data pointers stay NULL. */
+static int open_file(const char *path, st_file *f, bool header_only, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     if (err && errlen) err[0] = 0;
@@ -559,7 +579,22 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen)
                (unsigned long long)size);
         goto out;
     }
-    if (size > SIZE_MAX) {
+    /* header_only: the length, then as much header as it claims where that
+     * fits the limit and the file (a length that does not is reported below). */
+    uint64_t want = size;
+    if (header_only) {
+        uint8_t l8[8];
+        int e;
+        if (pread_full(fd, l8, 8, 0, &e) != 8) {
+            seterr(err, errlen, "%s: file changed while reading (the header length%s%s)", path, e ? ": " : "",
+                   e ? strerror(e) : "");
+            goto out;
+        }
+        uint64_t hn = 0;
+        for (int i = 7; i >= 0; i--) hn = hn << 8 | l8[i];
+        want = 8 + (hn <= ST_MAX_HEADER && hn <= size - 8 ? hn : 0);
+    }
+    if (want > SIZE_MAX) {
         seterr(err, errlen, "%s: file too large to map", path);
         goto out;
     }
@@ -567,24 +602,21 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen)
      * truncated or rewritten after st_open can then neither fault (SIGBUS)
      * nor change bytes that were already validated. One sequential read of
      * the 1.3 GB block costs well under a second from the page cache. */
-    void *m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, (size_t)want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
-        seterr(err, errlen, "%s: cannot allocate %llu bytes: %s", path, (unsigned long long)size, strerror(errno));
+        seterr(err, errlen, "%s: cannot allocate %llu bytes: %s", path, (unsigned long long)want, strerror(errno));
         goto out;
     }
     f->map = m;
-    f->map_size = (size_t)size;
-    for (size_t got = 0; got < (size_t)size;) {
-        ssize_t r = pread(fd, (char *)m + got, (size_t)size - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            seterr(err, errlen, "%s: file changed while reading (%zu of %llu bytes read%s%s)", path, got,
-                   (unsigned long long)size, r < 0 ? ": " : "", r < 0 ? strerror(errno) : "");
-            goto out;
-        }
-        got += (size_t)r;
+    f->map_size = (size_t)want;
+    int rerr;
+    size_t got = pread_full(fd, m, (size_t)want, 0, &rerr);
+    if (got < want) {
+        seterr(err, errlen, "%s: file changed while reading (%zu of %llu bytes read%s%s)", path, got,
+               (unsigned long long)want, rerr ? ": " : "", rerr ? strerror(rerr) : "");
+        goto out;
     }
-    mprotect(m, (size_t)size, PROT_READ);
+    mprotect(m, (size_t)want, PROT_READ);
     const uint8_t *b = m;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | b[i]; /* little-endian u64 */
@@ -600,7 +632,7 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen)
         goto out;
     }
     const char *h = (const char *)b + 8;
-    f->data = b + 8 + n;
+    f->data = header_only ? NULL : b + 8 + n;
     f->data_size = size - 8 - n;
     if (n == 0 || h[0] != '{') {
         seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
@@ -642,6 +674,47 @@ out:
     free(js.sub_count);
     if (fd >= 0) close(fd);
     if (rc != 0) st_close(f);
+    return rc;
+}
+
+int st_open(const char *path, st_file *f, char *err, size_t errlen)
+{
+    return open_file(path, f, false, err, errlen);
+}
+
+int st_open_header(const char *path, st_file *f, char *err, size_t errlen)
+{
+    return open_file(path, f, true, err, errlen);
+}
+
+int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *dst, char *err, size_t errlen)
+{
+    if (off > t->end - t->begin || n > t->end - t->begin - off) {
+        seterr(err, errlen, "%s: tensor '%s': reading bytes [%llu, %llu) of its %llu", f->path, qstr(t->name).s,
+               (unsigned long long)off, (unsigned long long)(off + n), (unsigned long long)(t->end - t->begin));
+        return -1;
+    }
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        seterr(err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
+        return -1;
+    }
+    /* The header was validated against the file's size then; a file of
+     * another size now is another file (or one being rewritten). */
+    struct stat sb;
+    const uint64_t size = 8 + f->header_len + f->data_size;
+    const int st = fstat(fd, &sb);
+    int rc = -1, e = 0;
+    if (st != 0 || (uint64_t)sb.st_size != size) {
+        seterr(err, errlen, "%s: file changed since its header was read (%llu bytes, now %lld)", f->path,
+               (unsigned long long)size, st == 0 ? (long long)sb.st_size : -1LL);
+    } else if (pread_full(fd, dst, n, 8 + f->header_len + t->begin + off, &e) != n) {
+        seterr(err, errlen, "%s: tensor '%s': file changed while reading%s%s", f->path, qstr(t->name).s,
+               e ? ": " : "", e ? strerror(e) : "");
+    } else {
+        rc = 0;
+    }
+    close(fd);
     return rc;
 }
 

@@ -31,7 +31,7 @@ typedef struct {
     int rank;
     int64_t shape[ST_MAX_RANK];
     uint64_t begin, end;   /* data_offsets, relative to the data region */
-    const void *data;      /* points into the mapping */
+    const void *data;      /* points into the mapping; NULL after st_open_header */
 } st_tensor;
 
 typedef struct {
@@ -59,6 +59,13 @@ int64_t st_numel(const st_tensor *t);
  * byte size != elements x dtype size (overflow-checked), overlaps, gaps, and
  * trailing bytes not covered by any tensor. */
 int st_open(const char *path, st_file *f, char *err, size_t errlen);
+/* The same checks, reading only the header: every tensor's data is NULL and
+ * its bytes come from st_read (a checkpoint shard or a single-file model is
+ * tens of GB, of which one block is wanted). */
+int st_open_header(const char *path, st_file *f, char *err, size_t errlen);
+/* Reads n bytes from byte off of tensor t's data into dst, from f's file
+ * (which must still have the size its header was read at). */
+int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *dst, char *err, size_t errlen);
 void st_close(st_file *f);
 const st_tensor *st_find(const st_file *f, const char *name);
 const char *st_meta(const st_file *f, const char *key); /* NULL if absent */

@@ -28,6 +28,20 @@ foreach(spec IN LISTS H3_PY_TESTS)
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "cpu;interop")
 endforeach()
 
+# Every published checkpoint layout, written by the official safetensors
+# package, gives dit_block the canonical block's output; gen_weights --layout
+# and extract_block against the same files (tests/python/test_layouts.py).
+if(TARGET dit_block AND TARGET gen_weights AND TARGET extract_block)
+  if(H3_PYTHON)
+    add_test(NAME test_layouts COMMAND ${H3_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_layouts.py
+             $<TARGET_FILE:dit_block> $<TARGET_FILE:gen_weights> $<TARGET_FILE:extract_block>
+             ${CMAKE_CURRENT_BINARY_DIR}/layouts_work)
+  else()
+    add_test(NAME test_layouts COMMAND sh -c "echo 'test_layouts: H3_PYTHON not set, skipped'; exit 77")
+  endif()
+  set_tests_properties(test_layouts PROPERTIES SKIP_RETURN_CODE 77 LABELS "cpu;interop")
+endif()
+
 # dit_block on every malformed fixture: non-zero exit, the loader's message on stderr.
 if(TARGET dit_block AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_files.sh)
   add_test(NAME test_cli_bad_files COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_files.sh $<TARGET_FILE:dit_block>

@@ -1,5 +1,7 @@
-/* test_block — the block-weights loader (src/block.c) on files made by
- * gen_weights and on edited copies of them.
+/* test_block — the block-weights loader (src/block.c, src/checkpoint.c) on
+ * files made by gen_weights and on edited copies of them: shapes, names,
+ * block choice, the QKV order rules and diffusers' names. (Every published
+ * layout, written by the official library: tests/python/test_layouts.py.)
  *
  * Run alone: ctest --test-dir build -R '^test_block$'
  *   or: build/tests/test_block build/tools/gen_weights   (H3_TEST_SEED=N fixes the seed)
@@ -94,12 +96,14 @@ static void put(const copy *c, const char *out)
     }
 }
 
-/* Loading must fail and the message must contain every given fragment. */
-static void expect_fail(const char *path, const char *what, const char *frag1, const char *frag2)
+/* Loading (with options o, NULL: none) must fail and the message must contain every given fragment. */
+static void expect_fail_with(const char *path, const h3_load_options *o, const char *what, const char *frag1,
+                             const char *frag2)
 {
     h3_block b;
     char err[1024] = "";
-    int rc = h3_block_load(path, &b, NULL, err, sizeof err);
+    const h3_load_options none = {.block = -1, .qkv = H3_QKV_UNSTATED};
+    int rc = h3_block_load_with(path, o ? o : &none, &b, NULL, err, sizeof err);
     EXPECT(rc != 0, "%s: loaded, expected an error", what);
     if (rc == 0) {
         h3_block_free(&b);
@@ -109,6 +113,32 @@ static void expect_fail(const char *path, const char *what, const char *frag1, c
     EXPECT(strstr(err, path) != NULL, "%s: error does not name the file: %s", what, err);
     EXPECT(!frag1 || strstr(err, frag1), "%s: error lacks '%s': %s", what, frag1, err);
     EXPECT(!frag2 || strstr(err, frag2), "%s: error lacks '%s': %s", what, frag2, err);
+    EXPECT(!strchr(err, '\n'), "%s: error is not one line: %s", what, err);
+}
+
+static void expect_fail(const char *path, const char *what, const char *frag1, const char *frag2)
+{
+    expect_fail_with(path, NULL, what, frag1, frag2);
+}
+
+/* Loading with o must succeed and give the same ten tensors as ref. */
+static void expect_same(const char *path, const h3_load_options *o, const h3_block *ref, const char *what)
+{
+    h3_block b;
+    char err[1024];
+    if (h3_block_load_with(path, o, &b, NULL, err, sizeof err) != 0) {
+        fails++;
+        printf("FAIL: %s: %s\n", what, err);
+        return;
+    }
+    h3_tensor_spec sp[H3_T_COUNT];
+    h3_tensor_specs(&ref->cfg, sp);
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        size_t n = (size_t)sp[i].shape[0] * (sp[i].rank == 2 ? (size_t)sp[i].shape[1] : 1);
+        EXPECT(!memcmp(b.w[i], ref->w[i], n * 2), "%s: %s differs", what, sp[i].name);
+    }
+    printf("  %-22s -> layout: %s\n", what, b.layout);
+    h3_block_free(&b);
 }
 
 /* Mean, sd and kurtosis of n BF16 values; sd < 0 if any is not finite. */
@@ -211,7 +241,8 @@ int main(int argc, char **argv)
            g.cfg.hidden, g.cfg.heads, g.cfg.head_dim, g.cfg.ffn, g.cfg.temb, g.cfg.modalities);
     EXPECT(g.block_index == 0, "block_index %d, expected 0", g.block_index);
     EXPECT(g.n_extra == 0 && n_warn == 0, "n_extra %d warnings %d on a clean file", g.n_extra, n_warn);
-    EXPECT(g.qkv_regrouped == NULL, "grouped file was copied");
+    EXPECT(g.qkv_order == H3_QKV_GROUPED && strstr(g.layout, "single file; QKV grouped (__metadata__ qkv_layout)"),
+           "qkv order %d, layout '%s'", (int)g.qkv_order, g.layout);
     for (int i = 0; i < H3_T_COUNT; i++) EXPECT(g.w[i] != NULL, "w[%d] is NULL", i);
 
     /* The generator's distributions (gen_weights.c header), for the model
@@ -242,8 +273,14 @@ int main(int argc, char **argv)
         h3_block_free(&b7);
     }
 
+    /* The file itself, for edited copies (the block holds only its ten tensors). */
+    st_file gf;
+    if (st_open("tb_grouped.safetensors", &gf, err, sizeof err) != 0) {
+        printf("FAIL: %s\n", err);
+        return 1;
+    }
     copy c;
-    take(&g.file, &c);
+    take(&gf, &c);
 
     /* 3. No prefix: loads, same bytes. */
     {
@@ -268,18 +305,28 @@ int main(int argc, char **argv)
             h3_block_free(&b);
         }
     }
-    /* 4. Two blocks; prefixed and unprefixed mixed. */
+    /* 4. Two blocks: one must be picked, and block 0 lacks what went to
+     * block 1; prefixed and unprefixed mixed: the message points at both. */
     {
         copy u;
         dup(&c, &u);
         int k = find(&u, "mlp.fc2.weight");
         snprintf(u.names[k], sizeof u.names[k], "blocks.1.mlp.fc2.weight");
         put(&u, "tb_twoblocks.safetensors");
-        expect_fail("tb_twoblocks.safetensors", "two prefixes", "'blocks.1.mlp.fc2.weight' (block 1)", "(block 0)");
+        expect_fail("tb_twoblocks.safetensors", "two blocks", "holds 2 blocks (numbered 0..1)", "--block N");
+        h3_load_options o = {.block = 0, .qkv = H3_QKV_UNSTATED};
+        expect_fail_with("tb_twoblocks.safetensors", &o, "two blocks, --block 0",
+                         "'blocks.0.mlp.fc2.weight' is missing", "the source has 'blocks.1.mlp.fc2.weight'");
+        o.block = 2;
+        expect_fail_with("tb_twoblocks.safetensors", &o, "two blocks, --block 2", "no tensors for block 2",
+                         "found 2 blocks, numbered 0..1");
         dup(&c, &u);
         snprintf(u.names[k], sizeof u.names[k], "mlp.fc2.weight");
         put(&u, "tb_mixed.safetensors");
-        expect_fail("tb_mixed.safetensors", "mixed prefixes", "'mlp.fc2.weight' has none", "blocks.0.");
+        expect_fail("tb_mixed.safetensors", "mixed prefixes", "'blocks.0.mlp.fc2.weight' is missing",
+                    "the source has 'mlp.fc2.weight'");
+        o.block = 3;
+        expect_fail_with("tb_noprefix.safetensors", &o, "--block on no numbers", "carry no block number", NULL);
     }
     /* 5. Missing tensors: one the config comes from and one it does not. */
     {
@@ -364,8 +411,16 @@ int main(int argc, char **argv)
         } else {
             const int C = tiny.hidden, D = tiny.head_dim, H = tiny.heads;
             const size_t qkv_bytes = (size_t)3 * H * D * C * 2;
-            const st_tensor *raw = st_find(&s.file, "blocks.0.attn.qkv_proj.weight");
-            EXPECT(s.qkv_regrouped != NULL && s.w[H3_T_QKV] == s.qkv_regrouped, "stacked file not re-grouped");
+            st_file sf;
+            const st_tensor *raw = NULL;
+            if (st_open("tb_stacked.safetensors", &sf, err, sizeof err) == 0)
+                raw = st_find(&sf, "blocks.0.attn.qkv_proj.weight");
+            if (!raw) {
+                printf("FAIL: reading tb_stacked.safetensors back: %s\n", err);
+                exit(1);
+            }
+            EXPECT(s.qkv_order == H3_QKV_STACKED && strstr(s.layout, "QKV stacked (__metadata__ qkv_layout)"),
+                   "stacked file: order %d, layout '%s'", (int)s.qkv_order, s.layout);
             EXPECT(memcmp(raw->data, g.w[H3_T_QKV], qkv_bytes) != 0, "stacked file bytes equal the grouped ones");
             EXPECT(!memcmp(s.w[H3_T_QKV], g.w[H3_T_QKV], qkv_bytes), "re-grouped QKV differs from the grouped file");
             /* Spot check straight from the definition: k of head 1, dim 5 is
@@ -378,6 +433,7 @@ int main(int argc, char **argv)
                 if (i != H3_T_QKV) EXPECT(!memcmp(s.w[i], g.w[i], (size_t)n * 2), "stacked file's %s differs", sp[i].name);
             }
             h3_block_free(&s);
+            st_close(&sf);
         }
         copy u;
         dup(&c, &u);
@@ -393,10 +449,103 @@ int main(int argc, char **argv)
         fclose(fp);
         expect_fail("tb_garbage.safetensors", "garbage file", NULL, NULL);
     }
+    /* 11. The QKV row order is never guessed: a file that does not state
+     * it is refused, naming the flag; the flag must not contradict the file. */
+    {
+        copy u;
+        dup(&c, &u);
+        u.n_meta = 0;
+        put(&u, "tb_unstated.safetensors");
+        expect_fail("tb_unstated.safetensors", "order not stated", "is not stated", "--qkv-layout grouped");
+        const h3_load_options grouped = {.block = -1, .qkv = H3_QKV_GROUPED},
+                              stacked = {.block = -1, .qkv = H3_QKV_STACKED};
+        expect_same("tb_unstated.safetensors", &grouped, &g, "--qkv-layout grouped");
+        expect_fail_with("tb_grouped.safetensors", &stacked, "flag contradicts", "--qkv-layout stacked contradicts",
+                         "qkv_layout 'grouped'");
+        expect_same("tb_grouped.safetensors", &grouped, &g, "flag agrees");
+    }
+    /* 12. Diffusers names under a prefix: to_q/to_k/to_v re-grouped, fc1
+     * [up; gate] swapped; a QKV flag is refused; a missing or odd part is
+     * named; our and diffusers' names mixed, or two stacks, are refused. */
+    {
+        const int C = tiny.hidden, D = tiny.head_dim, H = tiny.heads, F = tiny.ffn;
+        static const char *const dn[H3_T_COUNT] = {
+            "norm1.weight", "norm2.weight", NULL, "attn.norm_q.weight", "attn.norm_k.weight", "attn.to_out.0.weight",
+            "ff.net.0.proj.weight", "ff.net.2.weight", "adaln_proj.linear.weight", "adaln_proj.linear.bias"};
+        static const char *const qkv_names[3] = {"attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight"};
+        uint16_t *part[3], *fc1 = malloc((size_t)2 * F * C * 2);
+        copy u;
+        memset(&u, 0, sizeof u);
+        for (int i = 0; i < H3_T_COUNT; i++) {
+            for (int j = 0; j < (i == H3_T_QKV ? 3 : 1); j++) {
+                snprintf(u.names[u.n], sizeof u.names[u.n], "model.transformer_blocks.0.%s",
+                         i == H3_T_QKV ? qkv_names[j] : dn[i]);
+                u.t[u.n] = (st_write_tensor){{u.names[u.n], ST_BF16, sp[i].rank, {sp[i].shape[0], sp[i].shape[1]}},
+                                             g.w[i]};
+                if (i == H3_T_QKV) { /* row h*D + d of part j is grouped row h*3D + j*D + d */
+                    part[j] = malloc((size_t)H * D * C * 2);
+                    for (int h = 0; h < H; h++)
+                        memcpy(part[j] + (size_t)h * D * C, g.w[i] + ((size_t)h * 3 * D + (size_t)j * D) * C,
+                               (size_t)D * C * 2);
+                    u.t[u.n].decl.shape[0] = (int64_t)H * D;
+                    u.t[u.n].data = part[j];
+                } else if (i == H3_T_FC1) { /* [up; gate] */
+                    memcpy(fc1, g.w[i] + (size_t)F * C, (size_t)F * C * 2);
+                    memcpy(fc1 + (size_t)F * C, g.w[i], (size_t)F * C * 2);
+                    u.t[u.n].data = fc1;
+                }
+                u.n++;
+            }
+        }
+        put(&u, "tb_diffusers.safetensors");
+        const h3_load_options none = {.block = -1, .qkv = H3_QKV_UNSTATED},
+                              stacked = {.block = -1, .qkv = H3_QKV_STACKED};
+        expect_same("tb_diffusers.safetensors", &none, &g, "diffusers names");
+        expect_fail_with("tb_diffusers.safetensors", &stacked, "diffusers + flag", "drop the flag", NULL);
+        copy v;
+        dup(&u, &v);
+        drop(&v, find(&v, "attn.to_k.weight"));
+        put(&v, "tb_diffusers_nok.safetensors");
+        expect_fail("tb_diffusers_nok.safetensors", "diffusers, no to_k",
+                    "'model.transformer_blocks.0.attn.to_k.weight' is missing", "needed to infer heads");
+        dup(&u, &v);
+        v.t[find(&v, "attn.to_v.weight")].decl.shape[0] = (int64_t)H * D / 2;
+        put(&v, "tb_diffusers_v.safetensors");
+        expect_fail("tb_diffusers_v.safetensors", "diffusers, short to_v",
+                    "'model.transformer_blocks.0.attn.to_v.weight'",
+                    "'model.transformer_blocks.0.attn.to_q.weight' is BF16 [256, 256]");
+        dup(&u, &v);
+        snprintf(v.names[find(&v, "ff.net.2.weight")], sizeof v.names[0], "model.transformer_blocks.0.mlp.fc2.weight");
+        put(&v, "tb_diffusers_mix.safetensors");
+        expect_fail("tb_diffusers_mix.safetensors", "ours and diffusers'", "mixes our names",
+                    "'model.transformer_blocks.0.mlp.fc2.weight'");
+        /* the same block under a second prefix */
+        dup(&u, &v);
+        for (int i = 0; i < u.n; i++) {
+            snprintf(v.names[v.n], sizeof v.names[0], "copy.%s", u.names[i]);
+            v.t[v.n] = u.t[i];
+            v.t[v.n].decl.name = v.names[v.n];
+            v.n++;
+        }
+        put(&v, "tb_twostacks.safetensors");
+        expect_fail("tb_twostacks.safetensors", "two stacks", "two prefixes (both with adaln_proj)", "'copy.model.");
+        for (int j = 0; j < 3; j++) free(part[j]);
+        free(fc1);
+        expect_fail("tb_garbage_names.safetensors", "no such file", "cannot open", NULL);
+    }
+    /* 13. A file with no block in it (gen_inputs-like names). */
+    {
+        const float x[4] = {0};
+        st_write_tensor t = {{"x", ST_F32, 1, {4}}, x};
+        if (st_write("tb_noblock.safetensors", &t, 1, NULL, 0, err, sizeof err)) return printf("FAIL: %s\n", err), 1;
+        expect_fail("tb_noblock.safetensors", "no block", "no H3 block in it", NULL);
+    }
+    st_close(&gf);
     h3_block_free(&g);
     const char *files[] = {"tb_grouped", "tb_block7", "tb_noprefix", "tb_twoblocks", "tb_mixed", "tb_missing",
                            "tb_missing2", "tb_dtype", "tb_shape", "tb_shape2", "tb_rank", "tb_badcfg", "tb_extra",
-                           "tb_stacked", "tb_layout", "tb_garbage"};
+                           "tb_stacked", "tb_layout", "tb_garbage", "tb_unstated", "tb_diffusers",
+                           "tb_diffusers_nok", "tb_diffusers_v", "tb_diffusers_mix", "tb_twostacks", "tb_noblock"};
     if (!fails)
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             char p[64];

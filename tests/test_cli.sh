@@ -4,7 +4,8 @@
 # (directory, /dev/null, empty, unreadable, missing) give one stderr line and
 # exit 2; NaN/Inf in the inputs or weights are reported, never a pass;
 # --gemm fp8:LIST selects the CPU chain's FP8 GEMMs (all four = --gemm fp8);
-# --smooth-v on --gpus 2 parses (without a GPU it stops later, not as a usage error).
+# --smooth-v on --gpus 2 parses (without a GPU it stops later, not as a usage error);
+# --qkv-layout and --block take their values and check them against the file.
 #
 # Run alone: ctest -R test_cli
 #   (or: bash tests/test_cli.sh build/dit_block build/tools/gen_weights build/tools/gen_inputs [WORKDIR])
@@ -132,6 +133,13 @@ run --quiet --weights "$W" --tokens 32 --smooth-v bogus --gpus 2
 if is_usage_error $?; then printf '  ok  %-44s %s\n' "[--smooth-v bogus --gpus 2 is a usage error]" "$(cat "$err")"
 else echo "FAIL [--smooth-v bogus --gpus 2]: not classified as a usage error:"; sed 's/^/    /' "$err" | head -n 3; fails=$((fails + 1)); fi
 expect_parses "--smooth-v on --gpus 2 parses" --quiet --weights "$W" --tokens 32 --smooth-v on --gpus 2
+expect2 "--qkv-layout bogus" "${base[@]}" --qkv-layout bogus
+expect2 "--qkv-layout missing" "${base[@]}" --qkv-layout
+expect2 "--qkv-layout stacked on a grouped file" "${base[@]}" --qkv-layout stacked --tokens 32
+expect_ok "--qkv-layout grouped on a grouped file" "${base[@]}" --qkv-layout grouped --tokens 32
+for v in -1 x 1.5 "" 1000000001; do expect2 "--block '$v'" "${base[@]}" --block "$v"; done
+expect2 "--block 1 of a block-0 file" "${base[@]}" --block 1 --tokens 32
+expect_ok "--block 0 of a block-0 file" "${base[@]}" --block 0 --tokens 32
 expect2 "--gemm bogus" "${base[@]}" --gemm bogus
 expect2 "--gemm FP8 (case)" "${base[@]}" --gemm FP8
 expect_ok "--gemm fp8 on the CPU path" "${base[@]}" --gemm fp8 --tokens 32

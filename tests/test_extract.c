@@ -1,7 +1,10 @@
 /* test_extract — extract_block on a small fake sharded checkpoint: two tiny
  * blocks (gen_weights, different seeds) spread over two shards plus a
  * non-block tensor, an index json; the extracted file must hold exactly the
- * block's tensors, byte for byte. Then the error cases.
+ * block's tensors, byte for byte, and say it is grouped, given the folder,
+ * the index or a snapshot root above it. Then the error cases. (Every
+ * published layout, written by the official safetensors library:
+ * tests/python/test_layouts.py.)
  *
  * Run alone: ctest --test-dir build -R '^test_extract$'
  *   or: build/tests/test_extract build/tools/gen_weights build/tools/extract_block
@@ -170,15 +173,32 @@ int main(int argc, char **argv)
         } else {
             EXPECT(blk.block_index == b && blk.cfg.hidden == 256, "extracted block %d: index %d hidden %d", b,
                    blk.block_index, blk.cfg.hidden);
+            EXPECT(strstr(blk.layout, "QKV grouped (__metadata__ qkv_layout)"), "extracted block %d: layout %s", b,
+                   blk.layout);
             h3_block_free(&blk);
         }
+        const char *out = slurp("te_stdout.log");
+        EXPECT(strstr(out, "original shards (index te_ckpt/model.safetensors.index.json, 2 of 2 shards read)") &&
+                   strstr(out, "QKV grouped (an index file"),
+               "extract block %d: stdout does not say what it read: %s", b, out);
     }
+    /* The index itself, and a snapshot root holding it in transformer/. */
+    mkdir("te_root", 0777);
+    rename("te_ckpt", "te_root/transformer");
+    run_ext("--checkpoint te_root --block 1 --out te_out.safetensors", 0, NULL, "snapshot root");
+    compare("te_out.safetensors", "te_b1.safetensors");
+    rename("te_root/transformer", "te_ckpt");
+    rmdir("te_root");
+    run_ext("--checkpoint te_ckpt/model.safetensors.index.json --block 0 --out te_out.safetensors", 0, NULL,
+            "index file");
+    compare("te_out.safetensors", "te_b0.safetensors");
     /* The two blocks really differ (so the comparison can tell them apart). */
     EXPECT(memcmp(f[0].tensors[2].data, f[1].tensors[2].data, f[0].tensors[2].end - f[0].tensors[2].begin),
            "blocks 0 and 1 have the same bytes");
 
     /* Errors. Swapping an index variant in place of the real one. */
-    run_ext("--checkpoint te_empty --block 0 --out te_out.safetensors", 1, "te_empty/model.safetensors.index.json",
+    run_ext("--checkpoint te_empty --block 0 --out te_out.safetensors", 1,
+            "te_empty: no *.safetensors.index.json or .safetensors file in it or in te_empty/transformer",
             "missing index");
     run_ext("--checkpoint te_ckpt --block 5 --out te_out.safetensors", 1, "no tensors for block 5 (found 2 blocks",
             "no block 5");
@@ -195,7 +215,11 @@ int main(int argc, char **argv)
     rename("te_ckpt/model.safetensors.index.json", "te_ckpt/missing_tensor.json");
     rename("te_ckpt/good.json", "te_ckpt/model.safetensors.index.json");
     run_ext("--checkpoint te_ckpt --block x --out te_out.safetensors", 2, "--block", "--block x");
-    run_ext("--checkpoint te_ckpt --out te_out.safetensors", 2, "required", "no --block");
+    run_ext("--checkpoint te_ckpt --out te_out.safetensors", 1,
+            "holds 2 blocks (numbered 0..1): pick one with --block N", "no --block");
+    run_ext("--checkpoint te_ckpt --block 0", 2, "required", "no --out");
+    run_ext("--checkpoint te_ckpt --block 0 --qkv-layout interleaved --out te_out.safetensors", 2, "--qkv-layout",
+            "--qkv-layout interleaved");
     run_ext("--checkpoint te_ckpt --block 0 --out te_out.safetensors --frob", 2, "unknown flag", "unknown flag");
 
     st_close(&f[0]);

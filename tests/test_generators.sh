@@ -1,6 +1,8 @@
 #!/bin/sh
 # test_generators — gen_weights / gen_inputs: same seed gives the same bytes
-# (also across OMP_NUM_THREADS), another seed differs, bad flags exit 2.
+# (also across OMP_NUM_THREADS), another seed differs, bad flags exit 2;
+# gen_weights --layout writes the files of each published layout and leaves
+# no temporary behind (their contents: tests/python/test_layouts.py).
 #
 # Run alone: ctest --test-dir build -R '^test_generators$'
 #   or: sh tests/test_generators.sh build/tools/gen_weights build/tools/gen_inputs
@@ -27,6 +29,19 @@ cmp -s tg_a.safetensors tg_s.safetensors && fail "gen_weights: stacked equals gr
 [ "$(wc -c < tg_a.safetensors)" -gt 1900000 ] || fail "gen_weights: tiny block smaller than 1.9 MB"
 head -c 300 tg_a.safetensors | grep -q "\"seed\":\"$SEED\"" || fail "gen_weights: __metadata__ lacks the seed"
 
+for l in original single-file diffusers; do
+    gw --seed "$SEED" --layout $l --out tg_l1_$l || fail "gen_weights --layout $l"
+    OMP_NUM_THREADS=1 gw --seed "$SEED" --layout $l --out tg_l2_$l || fail "gen_weights --layout $l (1 thread)"
+    diff -r tg_l1_$l tg_l2_$l > /dev/null || fail "gen_weights --layout $l: 1 thread differs"
+    ls tg_l1_$l.canonical.tmp* > /dev/null 2>&1 && fail "gen_weights --layout $l left its temporary file"
+done
+[ -f tg_l1_original/model.safetensors.index.json ] && [ -f tg_l1_original/model-00002-of-00002.safetensors ] ||
+    fail "gen_weights --layout original: no index or shards: $(ls tg_l1_original)"
+[ -f tg_l1_diffusers/diffusion_pytorch_model.safetensors.index.json ] ||
+    fail "gen_weights --layout diffusers: no index: $(ls tg_l1_diffusers)"
+[ -f tg_l1_single-file ] || fail "gen_weights --layout single-file: no file"
+head -c 400 tg_l1_single-file | grep -q qkv_layout && fail "gen_weights --layout single-file states qkv_layout"
+
 OMP_NUM_THREADS=1 "$GI" --config tiny --tokens 5000 --seed "$SEED" --out tg_i1.safetensors > tg_i.log || fail "gen_inputs"
 OMP_NUM_THREADS=2 "$GI" --config tiny --tokens 5000 --seed "$SEED" --out tg_i2.safetensors > /dev/null || fail "gen_inputs 2"
 "$GI" --config tiny --tokens 5000 --seed $((SEED + 1)) --out tg_i3.safetensors > /dev/null || fail "gen_inputs seed+1"
@@ -52,13 +67,16 @@ bad "$GW" --config huge
 bad "$GW" --qkv-layout interleaved
 bad "$GW" --block -1
 bad "$GW" --config tiny --seed
+bad "$GW" --layout comfy
+bad "$GW" --layout diffusers --qkv-layout stacked
+bad "$GW" --layout
 bad "$GI" --tokens 0
 bad "$GI" --tokens abc
 bad "$GI" --seed -1
 bad "$GI" --what
 
 if [ $fails -eq 0 ]; then
-    rm -f tg_*.safetensors tg_*.log
+    rm -rf tg_*.safetensors tg_*.log tg_l1_* tg_l2_*
     echo "test_generators: all passed"
     exit 0
 fi

@@ -289,6 +289,76 @@ static void test_mutations(uint64_t seed)
     remove(p);
 }
 
+/* ---------------------------------------------------------- header only */
+
+/* st_open_header: the same verdict and error line as st_open on every
+ * fixture, no data pointers, and st_read gives st_open's bytes; a file that
+ * changes size after the header was read is refused by st_read. */
+static void test_header_only(void)
+{
+    DIR *d = opendir(g_data);
+    int n = 0, good = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 12 || strcmp(e->d_name + l - 12, ".safetensors")) continue;
+        const char *p = path_in(g_data, e->d_name);
+        st_file a, h;
+        char ea[512] = "", eh[512] = "";
+        int ra = st_open(p, &a, ea, sizeof ea), rh = st_open_header(p, &h, eh, sizeof eh);
+        n++;
+        EXPECT(ra == rh && !strcmp(ea, eh), "%s: st_open %d '%s', st_open_header %d '%s'", e->d_name, ra, ea, rh,
+               eh);
+        if (ra == 0 && rh == 0) {
+            good++;
+            EXPECT(a.n_tensors == h.n_tensors && a.n_meta == h.n_meta && a.data_size == h.data_size,
+                   "%s: header-only view differs", e->d_name);
+            for (int i = 0; i < a.n_tensors && i < h.n_tensors; i++) {
+                const st_tensor *x = &a.tensors[i], *y = &h.tensors[i];
+                size_t nb = (size_t)(x->end - x->begin);
+                unsigned char *buf = malloc(nb + 1);
+                char err[512];
+                EXPECT(!strcmp(x->name, y->name) && x->begin == y->begin && y->data == NULL,
+                       "%s: tensor %d differs or has data", e->d_name, i);
+                EXPECT(st_read(&h, y, 0, nb, buf, err, sizeof err) == 0 && !memcmp(buf, x->data, nb),
+                       "%s: st_read of '%s': %s", e->d_name, y->name, err);
+                if (nb >= 2)
+                    EXPECT(st_read(&h, y, 1, nb - 1, buf, err, sizeof err) == 0 &&
+                               !memcmp(buf, (const char *)x->data + 1, nb - 1),
+                           "%s: st_read of '%s' from byte 1: %s", e->d_name, y->name, err);
+                EXPECT(st_read(&h, y, 0, nb + 1, buf, err, sizeof err) != 0 && strstr(err, y->name),
+                       "%s: st_read past '%s' accepted", e->d_name, y->name);
+                free(buf);
+            }
+        }
+        if (ra == 0) st_close(&a);
+        if (rh == 0) st_close(&h);
+    }
+    if (d) closedir(d);
+    EXPECT(n >= 40 && good >= 5, "only %d fixtures (%d good) seen", n, good);
+
+    /* changed under the reader */
+    size_t sz;
+    unsigned char *orig = read_all(path_in(g_data, "good_small.safetensors"), &sz);
+    char *p = path_in(g_tmp, "ho.safetensors"), err[512];
+    st_file h;
+    write_all(p, orig, sz);
+    if (st_open_header(p, &h, err, sizeof err) != 0) {
+        EXPECT(0, "ho.safetensors: %s", err);
+    } else {
+        const st_tensor *t = &h.tensors[h.n_tensors - 1];
+        unsigned char b[16];
+        write_all(p, orig, sz - 1);
+        EXPECT(st_read(&h, t, 0, 1, b, err, sizeof err) != 0 && strstr(err, "changed since its header was read"),
+               "st_read of a shortened file: '%s'", err);
+        remove(p);
+        EXPECT(st_read(&h, t, 0, 1, b, err, sizeof err) != 0 && strstr(err, "cannot open"),
+               "st_read of a removed file: '%s'", err);
+        st_close(&h);
+    }
+    free(orig);
+    printf("header only: %d fixtures, %d valid ones read back through st_read\n", n, good);
+}
+
 /* ---------------------------------------------------------- writer */
 
 static void fill_random(h3_rng *r, unsigned char *b, size_t n)
@@ -477,6 +547,7 @@ int main(int argc, char **argv)
     test_bad_files();
     test_good_files();
     test_mutations(seed);
+    test_header_only();
     test_writer(seed);
     if (count_prefixed("") > 2) EXPECT(0, "scratch dir %s not empty at the end", g_tmp);
     rmdir(g_tmp);

@@ -2,6 +2,17 @@
  *
  *   gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]
  *               [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]
+ *               [--layout original|single-file|diffusers]
+ *
+ * --layout writes the same block as a published checkpoint holds it
+ * (README "Use the official weights"; write_layout), so that the loaders
+ * can be tested without a download: original: --out is a folder with two
+ * shards and model.safetensors.index.json, our names, QKV grouped, no
+ * qkv_layout entry (as the MiniMaxAI shards); single-file: --out is one
+ * file, names under "model.diffusion_model.", QKV stacked, no qkv_layout
+ * entry (as Comfy-Org's); diffusers: --out is a folder with two shards and
+ * diffusion_pytorch_model.safetensors.index.json, diffusers' names, to_q/
+ * to_k/to_v and fc1 [up; gate] (as save_pretrained writes them).
  *
  * Element e of tensor k (in the official grouped layout) is drawn from the
  * counter-based h3_normal / h3_uniform(seed, stream, e), so the bytes depend
@@ -21,6 +32,7 @@
  * whole 1.29 GB in memory); chunks are generated with OpenMP. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -30,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "numerics.h"
 #include "rng.h"
@@ -42,9 +55,12 @@ static void usage(FILE *o)
 {
     fprintf(o, "usage: gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]\n"
                "                   [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]\n"
+               "                   [--layout original|single-file|diffusers]\n"
                "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0);\n"
                "  profile model (default): a trained DiT's statistics (q/k-norm gains over [0.5, 3], heavy-tailed\n"
-               "  weights, adaLN biases that matter); uniform: N(0, 1/fan_in) weights, near-identity norms\n",
+               "  weights, adaLN biases that matter); uniform: N(0, 1/fan_in) weights, near-identity norms;\n"
+               "  --layout: the same block as a published checkpoint holds it (original, diffusers: --out is\n"
+               "  a folder with two shards and an index; single-file: one file, stacked QKV, a name prefix)\n",
             DEFAULT_OUT);
 }
 
@@ -109,9 +125,141 @@ static void progress(double done, double total, double t0)
     fflush(stderr);
 }
 
+/* ------------------------------------------------ --layout: published forms */
+
+/* From grouped QKV rows w ([3*H*D][C] bf16): part j (0 q, 1 k, 2 v; rows
+ * h*D + d are grouped row h*3D + j*D + d), or all three stacked for j < 0.
+ * From fc1 [gate; up] ([2F][C]): [up; gate]. Both malloc'd, NULL if out of memory. */
+static uint16_t *qkv_rows(const uint16_t *w, int64_t H, int64_t D, int64_t C, int j)
+{
+    const int j0 = j < 0 ? 0 : j, j1 = j < 0 ? 3 : j + 1;
+    uint16_t *o = malloc((size_t)((j1 - j0) * H * D * C) * sizeof *o);
+    for (int jj = j0, at = 0; o && jj < j1; jj++)
+        for (int64_t h = 0; h < H; h++, at++)
+            memcpy(o + at * D * C, w + (h * 3 * D + jj * D) * C, (size_t)(D * C) * sizeof *o);
+    return o;
+}
+static uint16_t *up_gate(const uint16_t *w, int64_t F, int64_t C)
+{
+    uint16_t *o = malloc((size_t)(2 * F * C) * sizeof *o);
+    if (o) {
+        memcpy(o, w + F * C, (size_t)(F * C) * sizeof *o);
+        memcpy(o + F * C, w, (size_t)(F * C) * sizeof *o);
+    }
+    return o;
+}
+
+/* Writes tensors [lo, hi) of t as shard `name` in dir, recording them in the weight map. */
+static int write_shard(const char *dir, const char *name, const st_write_tensor *t, int lo, int hi,
+                       json_object *wm, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    const char *meta[] = {"format", "pt"};
+    if (st_write(path, t + lo, hi - lo, meta, 1, err, errlen)) return -1;
+    for (int i = lo; i < hi; i++) json_object_object_add(wm, t[i].decl.name, json_object_new_string(name));
+    return 0;
+}
+
+/* Re-writes the canonical block in `canonical` (grouped, names blocks.N.,
+ * made by main) as layout in out, then removes canonical. */
+static int write_layout(const char *canonical, const char *layout, const char *out, unsigned long long block)
+{
+    char err[1024];
+    st_file f;
+    if (st_open(canonical, &f, err, sizeof err)) {
+        fprintf(stderr, "gen_weights: %s\n", err);
+        return 1;
+    }
+    remove(canonical);
+    h3_config names_only = h3_config_full();
+    h3_tensor_spec spec[H3_T_COUNT];
+    h3_tensor_specs(&names_only, spec);
+    const st_tensor *src[H3_T_COUNT];
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "blocks.%llu.%s", block, spec[i].name);
+        src[i] = st_find(&f, nm); /* main wrote them all */
+    }
+    const int64_t D = src[H3_T_QNORM]->shape[0], C = src[H3_T_NORM1]->shape[0], F = src[H3_T_FC2]->shape[1],
+                  H = src[H3_T_QKV]->shape[0] / (3 * D);
+    const int diffusers = !strcmp(layout, "diffusers"), single = !strcmp(layout, "single-file");
+    st_write_tensor t[H3_T_COUNT + 2];
+    char names[H3_T_COUNT + 2][192];
+    uint16_t *own[4] = {NULL, NULL, NULL, NULL};
+    int n = 0, n_own = 0, rc = 1;
+    for (int i = 0; i < H3_T_COUNT; i++) {
+        const uint16_t *w = src[i]->data; // [rows][cols] bf16, grouped QKV, fc1 [gate; up]
+        for (int p = 0; p < (diffusers && i == H3_T_QKV ? 3 : 1); p++, n++) {
+            if (diffusers)
+                snprintf(names[n], sizeof names[n], "transformer_blocks.%llu.%s", block, h3_diffusers_name(i, p));
+            else
+                snprintf(names[n], sizeof names[n], "%sblocks.%llu.%s", single ? "model.diffusion_model." : "",
+                         block, spec[i].name);
+            t[n] = (st_write_tensor){{names[n], ST_BF16, src[i]->rank, {src[i]->shape[0], src[i]->shape[1]}}, w};
+            uint16_t *moved = NULL;
+            if (i == H3_T_QKV && (diffusers || single)) {
+                moved = qkv_rows(w, H, D, C, diffusers ? p : -1);
+                if (diffusers) t[n].decl.shape[0] = H * D;
+            } else if (i == H3_T_FC1 && diffusers) {
+                moved = up_gate(w, F, C);
+            } else {
+                continue;
+            }
+            if (!moved) {
+                fprintf(stderr, "gen_weights: out of memory\n");
+                goto out;
+            }
+            t[n].data = own[n_own++] = moved;
+        }
+    }
+    if (single) {
+        const char *meta[] = {"format", "pt"};
+        if (st_write(out, t, n, meta, 1, err, sizeof err)) {
+            fprintf(stderr, "gen_weights: %s\n", err);
+            goto out;
+        }
+    } else {
+        /* two shards (tensors split in the middle of the list) and the index */
+        const char *stem = diffusers ? "diffusion_pytorch_model" : "model";
+        char s1[96], s2[96], idx[4096];
+        snprintf(s1, sizeof s1, "%s-00001-of-00002.safetensors", stem);
+        snprintf(s2, sizeof s2, "%s-00002-of-00002.safetensors", stem);
+        snprintf(idx, sizeof idx, "%s/%s.safetensors.index.json", out, stem);
+        mkdir(out, 0777); /* an error shows up when a shard is written */
+        json_object *root = json_object_new_object(), *wm = json_object_new_object(),
+                    *meta = json_object_new_object();
+        uint64_t total = 0;
+        for (int i = 0; i < n; i++)
+            total += (uint64_t)t[i].decl.shape[0] * (uint64_t)(t[i].decl.rank == 2 ? t[i].decl.shape[1] : 1) * 2;
+        json_object_object_add(meta, "total_size", json_object_new_int64((int64_t)total));
+        json_object_object_add(root, "metadata", meta);
+        json_object_object_add(root, "weight_map", wm);
+        if (write_shard(out, s1, t, 0, n / 2, wm, err, sizeof err) ||
+            write_shard(out, s2, t, n / 2, n, wm, err, sizeof err)) {
+            fprintf(stderr, "gen_weights: %s\n", err);
+            json_object_put(root);
+            goto out;
+        }
+        if (json_object_to_file_ext(idx, root, JSON_C_TO_STRING_PRETTY)) {
+            fprintf(stderr, "gen_weights: %s: cannot write the index: %s\n", idx, json_util_get_last_err());
+            json_object_put(root);
+            goto out;
+        }
+        json_object_put(root);
+    }
+    fprintf(stderr, "gen_weights: wrote it as %s: %s (%d tensors)\n", layout, out, n);
+    rc = 0;
+out:
+    for (int i = 0; i < n_own; i++) free(own[i]);
+    st_close(&f);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    const char *config = "full", *out = DEFAULT_OUT, *layout = "grouped";
+    const char *config = "full", *out = DEFAULT_OUT, *layout = "grouped", *pub = NULL, *pub_out = NULL;
+    char pub_tmp[4096];
     h3_profile profile = H3_PROFILE_MODEL;
     unsigned long long seed = 0, block = 0;
     int want_progress = isatty(2);
@@ -123,6 +271,13 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--progress")) {
             want_progress = 1;
+            continue;
+        }
+        if (!strcmp(a, "--layout")) { /* the canonical file goes to a temporary, then write_layout */
+            if (i + 1 >= argc) return bad("%s needs a value", a);
+            pub = argv[++i];
+            if (strcmp(pub, "original") && strcmp(pub, "single-file") && strcmp(pub, "diffusers"))
+                return bad("--layout must be original, single-file or diffusers, not '%s'", pub);
             continue;
         }
         if (strcmp(a, "--config") && strcmp(a, "--seed") && strcmp(a, "--block") && strcmp(a, "--out") &&
@@ -147,6 +302,13 @@ int main(int argc, char **argv)
                 return bad("--qkv-layout must be grouped or stacked, not '%s'", v);
             layout = v;
         }
+    }
+    if (pub) {
+        if (strcmp(layout, "grouped")) return bad("--qkv-layout: --layout %s fixes the QKV row order", pub);
+        if (!strcmp(out, DEFAULT_OUT)) return bad("--layout %s needs --out", pub);
+        pub_out = out;
+        snprintf(pub_tmp, sizeof pub_tmp, "%s.canonical.tmp", out);
+        out = pub_tmp;
     }
     const int stacked = !strcmp(layout, "stacked");
     if (!strcmp(out, DEFAULT_OUT)) mkdir("weights", 0777); /* the default folder; an error shows up at open */
@@ -224,5 +386,5 @@ int main(int argc, char **argv)
                     "in %.1f s (%.0f MB/s, %d threads)\n",
             out, config, h3_profile_name(profile), block, seed, layout, (long long)h3_param_count(&cfg), total / 1e6, el,
             el > 0 ? total / 1e6 / el : 0.0, omp_get_max_threads());
-    return 0;
+    return pub ? write_layout(out, pub, pub_out, block) : 0;
 }

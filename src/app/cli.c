@@ -9,16 +9,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "inputs.h"
 
 static const char *usage_text =
-    "usage: dit_block --weights FILE [options]\n"
+    "usage: dit_block --weights PATH [options]\n"
     "\n"
     "Runs one MiniMax-H3 DiT block on the GPU (cuBLASLt GEMMs, FP8 flash attention),\n"
     "prints a per-op timing table and checks every stage against the CPU reference.\n"
     "\n"
-    "  --weights FILE     block weights (.safetensors; names with one 'blocks.N.' prefix or none)\n"
+    "  --weights PATH     block weights: a .safetensors file, an index (*.safetensors.index.json)\n"
+    "                     or a directory holding one (or a snapshot root, in its transformer/); our\n"
+    "                     names, the MiniMaxAI shards', single-file checkpoints' or diffusers', with\n"
+    "                     any name prefix (README: Use the official weights)\n"
+    "  --block N          the block to run where PATH holds several (default: its only one)\n"
+    "  --qkv-layout L     grouped or stacked: the QKV row order of a file that does not state it\n"
+    "                     (no __metadata__ qkv_layout, no index file, not diffusers' to_q/to_k/to_v);\n"
+    "                     grouped: per head [q k v] (MiniMaxAI shards, extract_block files),\n"
+    "                     stacked: [q; k; v] (single-file checkpoints such as Comfy-Org's)\n"
     "  --input FILE       inputs (.safetensors: x [S][C] bf16, temb [T] f32, tags [S] i32,\n"
     "                     positions [S][3] f32); default: synthetic H3 layout from --seed\n"
     "  --tokens N         tokens for synthetic inputs (default 30272 on the GPU, 1024 on the CPU)\n"
@@ -125,6 +134,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->gpus = 1;
     o->smooth_v = -1;
     o->gemm = "bf16";
+    o->block = -1;
     int check_given = 0, profile_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -140,6 +150,14 @@ void parse_cli(int argc, char **argv, cli_options *o)
         } else if (!strcmp(a, "--weights")) {
             TAKE();
             o->weights = v;
+        } else if (!strcmp(a, "--block")) {
+            TAKE();
+            o->block = (int)parse_int(a, v, 0, 1000000000);
+        } else if (!strcmp(a, "--qkv-layout")) {
+            TAKE();
+            if (!strcmp(v, "grouped")) o->qkv_layout = H3_QKV_GROUPED;
+            else if (!strcmp(v, "stacked")) o->qkv_layout = H3_QKV_STACKED;
+            else usage_error("--qkv-layout: '%s' is not one of grouped, stacked%s", v, "");
         } else if (!strcmp(a, "--input")) {
             TAKE();
             o->input = v;
@@ -220,7 +238,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
         }
 #undef TAKE
     }
-    if (!o->weights) usage_error("--weights FILE is required%s%s", "", "");
+    if (!o->weights) usage_error("--weights PATH is required%s%s", "", "");
     if (o->input && profile_given)
         usage_error("--profile: the inputs come from --input (the profile shapes synthetic inputs only)%s%s", "", "");
     if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)%s%s", "", "");

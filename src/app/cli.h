@@ -10,7 +10,9 @@ typedef enum { ATTN_AUTO = 0, ATTN_MMA, ATTN_SM90 } attn_choice;
 typedef enum { PATH_AUTO = 0, PATH_CPU, PATH_GPU } path_choice;
 
 typedef struct {
-    const char *weights;  /* --weights FILE (required) */
+    const char *weights;  /* --weights PATH (required): a file, an index or a directory */
+    int block;            /* --block N: the block of a checkpoint that holds several; -1 unset */
+    int qkv_layout;       /* --qkv-layout grouped|stacked: an h3_qkv_order, H3_QKV_UNSTATED (0) unset */
     const char *input;    /* --input FILE */
     const char *output;   /* --output FILE */
     const char *json;     /* --json FILE */
