@@ -1,5 +1,6 @@
 # Safetensors loader/writer tests (label "cpu") and the interop tests against
-# code we did not write: the official safetensors package and ml_dtypes.
+# code we did not write: the official safetensors package and ml_dtypes; also
+# tools/bench/compare_outputs.py's figures against numpy.
 h3_test(test_safetensors SOURCES test_safetensors.c LIBS h3core ARGS ${CMAKE_CURRENT_SOURCE_DIR}/data LABELS cpu)
 
 # Helpers the Python tests drive (built with the tests, not tests themselves).
@@ -16,7 +17,8 @@ set(H3_PYTHON "" CACHE FILEPATH "Python with safetensors, numpy, ml_dtypes for t
 set(H3_PY_TESTS
   "test_st_fixtures_official\;check_fixtures.py\;${CMAKE_CURRENT_SOURCE_DIR}/data"
   "test_st_interop\;test_st_interop.py\;$<TARGET_FILE:st_tool>\;${CMAKE_CURRENT_SOURCE_DIR}/data\;${CMAKE_CURRENT_BINARY_DIR}"
-  "test_fp8_ml_dtypes\;test_fp8_ml_dtypes.py\;$<TARGET_FILE:fp8_tool>\;${CMAKE_CURRENT_BINARY_DIR}")
+  "test_fp8_ml_dtypes\;test_fp8_ml_dtypes.py\;$<TARGET_FILE:fp8_tool>\;${CMAKE_CURRENT_BINARY_DIR}"
+  "test_compare_outputs\;test_compare_outputs.py\;${PROJECT_SOURCE_DIR}/tools/bench/compare_outputs.py\;${CMAKE_CURRENT_BINARY_DIR}/compare_outputs")
 foreach(spec IN LISTS H3_PY_TESTS)
   list(POP_FRONT spec name script)
   if(H3_PYTHON)

@@ -2,11 +2,16 @@
 """compare_outputs.py — relative RMS and max abs difference between two block outputs.
 
     python3 tools/bench/compare_outputs.py ours.safetensors torch_out.safetensors [--name out] [--json FILE]
+        [--input inputs.safetensors]
 
 Each file holds the block's output hidden states [S][C] (BF16, F16 or F32). The tensor is the
 one named --name, else the only tensor in the file, else the first of out / output / x /
 hidden_states found. rel RMS = ||a - b|| / ||b|| (b = the second file, the reference), in
 float64; NaN/Inf are counted first and make the exit status 1. Exit 2 on unreadable input.
+--input FILE (the block's inputs, tensor x [S][C]) also reports the error as a share of the
+block's update: share_of_update = ||a - b|| / ||b - x|| (b the reference, over the entries
+finite in a, b and x): the part of what the block changes that the output gets wrong, which
+rel RMS hides behind the residual stream's size.
 """
 import argparse
 import json
@@ -71,6 +76,7 @@ def main():
     ap.add_argument("a", help="output to judge (e.g. dit_block --output)")
     ap.add_argument("b", help="reference output (e.g. torch_block.py --output)")
     ap.add_argument("--name")
+    ap.add_argument("--input", help="the block's inputs (tensor x): report ||a - b|| / ||b - x|| too")
     ap.add_argument("--json")
     args = ap.parse_args()
     na, a = pick(args.a, args.name)
@@ -91,12 +97,30 @@ def main():
     if d.size:
         i = int(np.abs(d).argmax())
         res["max_abs_at"] = int(np.flatnonzero(ok)[i])
+    share = ""
+    bad_x = 0
+    if args.input:
+        nx, x = pick(args.input, "x")
+        if x.size != b.size:
+            print(f"compare_outputs: shapes differ: {args.input}:{nx} {x.shape} vs {args.b}:{nb} {b.shape}",
+                  file=sys.stderr)
+            sys.exit(2)
+        x = x.reshape(-1)
+        bad_x = int((~np.isfinite(x)).sum())
+        okx = ok & np.isfinite(x)
+        u = b[okx] - x[okx]
+        dx = a[okx] - b[okx]
+        un = float(np.sqrt((u * u).sum()))
+        res.update(input=args.input, nonfinite_x=bad_x, update_rms=float(np.sqrt((u * u).mean())) if u.size else
+                   float("nan"), share_of_update=float(np.sqrt((dx * dx).sum())) / un if un > 0 else float("nan"))
+        share = f", {100 * res['share_of_update']:.4f}% of the block's update (RMS {res['update_rms']:.3e})"
     print(f"compare {args.a} vs {args.b}: rel RMS {100 * res['rel_rms']:.4f}%, RMSE {res['rmse']:.3e}, "
-          f"max abs {res['max_abs']:.3e}, non-finite {bad_a}/{bad_b}")
+          f"max abs {res['max_abs']:.3e}, non-finite {bad_a}/{bad_b}" + share
+          + (f" (x: {bad_x} non-finite)" if bad_x else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
-    return 1 if bad_a or bad_b else 0
+    return 1 if bad_a or bad_b or bad_x else 0
 
 
 if __name__ == "__main__":

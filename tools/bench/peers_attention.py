@@ -2,31 +2,62 @@
 """peers_attention.py — the attention peers of h3block, timed in one process on one GPU.
 
     python3 tools/bench/peers_attention.py [--seqs 4096,8192,16384,30272,75600] [--heads 56]
-        [--reps 10] [--warmup 2] [--impls cudnn_bf16,flash_bf16,cudnn_fp8] [--json FILE]
+        [--reps 10] [--warmup 2] [--impls LIST] [--fa3-path DIR] [--json FILE]
+    python3 tools/bench/peers_attention.py --qkv q1.safetensors[,q2.safetensors...] [same options]
 
+Inputs: without --qkv, random N(0,1) q/k/v per S (profile 'randn'). With --qkv, each file holds
+the block's own attention inputs (torch_block.py --dump-qkv writes them, and our kernels read
+the same files): tensors q, k, v, BF16, [S][H*128] (q and k already RMS-normed and rotated, v
+raw; layout [S][H][128]), metadata 'profile' and 'tokens'; H = columns / 128.
 Peers (DESIGN.md §6), non-causal, B = 1, D = 128, q/k/v stored [B][S][H][D] (our
-[S][H*128] layout) and viewed [B][H][S][D]:
+[S][H*128] layout) and viewed [B][H][S][D] where the API wants it:
   cudnn_bf16  torch SDPA with SDPBackend.CUDNN_ATTENTION, BF16
   flash_bf16  torch SDPA with SDPBackend.FLASH_ATTENTION, BF16
   cudnn_fp8   cuDNN's FP8 SDPA through the cudnn frontend Python API (nvidia-cudnn-frontend
-              wheel): e4m3 q/k/v with per-tensor scales (amax/448), descale/scale tensors,
-              amax outputs; O in e4m3 (Hopper's FP8 SDPA forward writes FP8 O; a BF16 O
-              is tried first). The per-tensor quantisation is not timed (cuDNN's figure is
-              the kernel alone).
-Timing: random N(0,1) inputs, several input sets rotated so L2 holds no copy, CUDA events
-around each call, warm-up, median of --reps (>= 10). TFLOPS = 4 S^2 D H / t. For every
-impl the relative RMS of its output against cudnn_bf16's on the same inputs is also
-reported (a sanity figure, not an accuracy claim). Each impl failing prints its exact error
-and the run goes on; the JSON says which failed and why.
+              wheel): e4m3 q/k/v with per-tensor scales (amax/448; its API has one scale per
+              tensor), descale/scale tensors, amax outputs; O in e4m3 (Hopper's FP8 SDPA
+              forward writes FP8 O; a BF16 O is tried first).
+  fa3_fp8     FlashAttention-3's FP8 forward (flash_attn_interface.flash_attn_func, built by
+              build_fa3.sh): e4m3 q/k/v with one scale per (batch, head) = amax/448 (1 if amax
+              is 0), q8 = e4m3_rne(clamp(x/s, +-448)), descales [B][H] FP32; O in BF16.
+  fa3_bf16    FlashAttention-3's BF16 forward.
+  sdpa_math   torch SDPA math backend in BF16 (not a peer: it materialises S x S, small S
+              only; for a logic check with --device cpu).
+The FP8 quantisation is not timed (cuDNN's and FA3's figures are the kernel alone). FA3 is
+imported from --fa3-path DIR (put first on sys.path) or from the environment; when it, or the
+cudnn frontend, cannot be imported, its rows say 'unavailable: <reason>'.
+Timing: several copies of the input set rotated so L2 holds no copy (>= 2, more while the set
+is < 3x L2), CUDA events around each call, warm-up, median of --reps (>= 10). TFLOPS =
+4 S^2 D H / t.
+Accuracy: every impl against EXACT attention, FP64 softmax(q k^T / sqrt(128)) v computed from
+the same BF16 q, k, v, on R = min(S, 1024) query rows r_j = floor((2j+1) S / (2R)),
+j = 0..R-1, all heads (the C side samples the same rows): err_vs_exact = {rel_rms =
+||O[rows] - ref|| / ||ref|| over all those rows and heads, max_abs, rmse}, non-finite outputs
+counted first (then the figures are null). Per input set the JSON also has the error of exact
+attention on FP8-quantised-then-dequantised inputs alone (per head, as fa3_fp8; per tensor,
+as cudnn_fp8): the floor an FP8 kernel with that input scaling cannot go under. The relative
+RMS against cudnn_bf16's output is kept as a sanity figure. Each impl failing prints its exact
+error and the run goes on; the JSON says which failed and why.
+Exit: 0 (also when impls failed: see their status), 2 on a bad argument or an unreadable
+--qkv file (the other files still run), 77 without a CUDA device (unless --device cpu).
 """
 import argparse
 import json
 import math
+import os
 import sys
 import time
 import traceback
 
 D = 128
+EXACT_ROWS = 1024  # R = min(S, EXACT_ROWS): shared with the C side, keep identical
+DEFAULT_IMPLS = "cudnn_bf16,flash_bf16,cudnn_fp8,fa3_fp8,fa3_bf16"
+KNOWN_IMPLS = ("cudnn_bf16", "flash_bf16", "cudnn_fp8", "fa3_fp8", "fa3_bf16", "sdpa_math")
+E4M3_MAX = 448.0
+
+
+class Unavailable(Exception):
+    """An impl that cannot run here at all (its library is missing): status 'unavailable: ...'."""
 
 
 def median(xs):
@@ -35,10 +66,23 @@ def median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
-def time_calls(torch, fn, nsets, warmup, reps):
+def exact_rows(S):
+    """The sampled query rows: R = min(S, 1024), r_j = floor((2j+1) S / (2R)) (integer math)."""
+    R = min(S, EXACT_ROWS)
+    return [((2 * j + 1) * S) // (2 * R) for j in range(R)]
+
+
+def time_calls(torch, fn, nsets, warmup, reps, cuda=True):
     """fn(set_index) launches one call. Returns (median ms, min ms)."""
     for w in range(warmup):
         fn(w % nsets)
+    if not cuda:
+        t = []
+        for r in range(reps):
+            t0 = time.perf_counter()
+            fn((r + warmup) % nsets)
+            t.append(1e3 * (time.perf_counter() - t0))
+        return median(t), min(t)
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for r in range(reps):
@@ -48,6 +92,66 @@ def time_calls(torch, fn, nsets, warmup, reps):
     torch.cuda.synchronize()
     t = [a.elapsed_time(b) for a, b in ev]
     return median(t), min(t)
+
+
+def exact_reference(torch, q, k, v, rows, budget_bytes=2 << 30):
+    """FP64 softmax(q k^T / sqrt(D)) v for the given query rows, all heads.
+    q, k, v: [1][S][H][D] (any float dtype, upcast exactly). Returns [R][H][D] float64.
+    Heads are taken a few at a time so the FP64 scores stay under budget_bytes."""
+    S, H = k.shape[1], k.shape[2]
+    R = len(rows)
+    idx = torch.tensor(rows, device=q.device, dtype=torch.long)
+    qr = q[0].index_select(0, idx).double()  # [R][H][D]
+    out = torch.empty(R, H, D, dtype=torch.float64, device=q.device)
+    per_head = R * S * 8 + 2 * S * D * 8
+    hc = max(1, min(H, budget_bytes // per_head))
+    scale = 1.0 / math.sqrt(D)
+    for h0 in range(0, H, hc):
+        h1 = min(H, h0 + hc)
+        qq = qr[:, h0:h1].transpose(0, 1)  # [h][R][D]
+        kk = k[0, :, h0:h1].double().transpose(0, 1)  # [h][S][D]
+        vv = v[0, :, h0:h1].double().transpose(0, 1)
+        s = torch.matmul(qq, kk.transpose(1, 2)).mul_(scale)  # [h][R][S]
+        s.sub_(s.amax(-1, keepdim=True)).exp_()  # max subtracted: exp <= 1, the sum >= 1
+        o = torch.matmul(s, vv).div_(s.sum(-1, keepdim=True))
+        out[:, h0:h1] = o.transpose(0, 1)
+        del s, kk, vv, o
+    return out
+
+
+def error_vs(torch, o, rows, ref):
+    """o: [1][S][H][D] (any dtype/strides); ref [R][H][D] float64. Non-finite counted first."""
+    idx = torch.tensor(rows, device=o.device, dtype=torch.long)
+    a = o[0].index_select(0, idx).double()
+    bad = int((~torch.isfinite(a)).sum())
+    bad_ref = int((~torch.isfinite(ref)).sum())  # non-finite inputs: no reference to judge against
+    res = {"rows": len(rows), "heads": int(ref.shape[1]), "nonfinite": bad, "rel_rms": None, "max_abs": None,
+           "rmse": None}
+    if bad_ref:
+        res["ref_nonfinite"] = bad_ref
+    if bad == 0 and bad_ref == 0:
+        d = a - ref
+        res["rel_rms"] = float(torch.linalg.vector_norm(d) / torch.linalg.vector_norm(ref).clamp(min=1e-300))
+        res["max_abs"] = float(d.abs().max())
+        res["rmse"] = float(torch.sqrt((d * d).mean()))
+    return res
+
+
+def quantise_per_head(torch, x):
+    """x [B][S][H][D] -> (e4m3 [B][S][H][D], descale [B][H] FP32): one scale per (batch, head),
+    s = amax/448 (1 if amax is 0), x8 = e4m3_rne(clamp(x/s, +-448)) (torch's cast rounds to
+    nearest even; the clamp keeps it off e4m3's NaN)."""
+    amax = x.abs().amax(dim=(1, 3)).float()  # [B][H]
+    s = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    x8 = (x.float() / s[:, None, :, None]).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return x8, s.contiguous()
+
+
+def quantise_per_tensor(torch, x):
+    """x -> (e4m3, descale scalar tensor): one scale for the whole tensor, as cudnn_fp8."""
+    amax = x.abs().amax().float()
+    s = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    return (x.float() / s).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), s
 
 
 class CudnnFp8:
@@ -99,15 +203,14 @@ class CudnnFp8:
         torch = self.torch
         out, scal = [], []
         for x in (q, k, v):
-            amax = x.abs().amax().float().clamp(min=1e-12)
-            s = 448.0 / amax
-            out.append((x.float() * s).clamp(-448, 448).to(torch.float8_e4m3fn))
-            scal.append(1.0 / s)
+            x8, s = quantise_per_tensor(torch, x)
+            out.append(x8)
+            scal.append(float(s))
         # P in [0, 1]: scale_s = 256 puts it in e4m3's fine range (values below 2^-9 / 256 flush);
         # O is a convex combination of V rows, so |O| <= amax_v: scale_o = 448 / amax_v cannot overflow.
         scale_s = 256.0
-        scale_o = 1.0 if not self.o_fp8 else float(448.0 / (v.abs().amax().float().clamp(min=1e-12)))
-        vals = [float(scal[0]), float(scal[1]), float(scal[2]), 1.0 / scale_s, scale_s, scale_o]
+        scale_o = 1.0 if not self.o_fp8 else float(E4M3_MAX / (v.abs().amax().float().clamp(min=1e-12)))
+        vals = [scal[0], scal[1], scal[2], 1.0 / scale_s, scale_s, scale_o]
         dev = q.device
         scalars = [torch.full((1, 1, 1, 1), x, device=dev, dtype=torch.float32) for x in vals]
         return out[0], out[1], out[2], scalars
@@ -124,40 +227,141 @@ class CudnnFp8:
         return self.out
 
 
-def rel_rms(torch, a, b):
-    a, b = a.float(), b.float()
-    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp(min=1e-30))
+def import_fa3(path):
+    """Returns (flash_attn_interface module or None, reason or None, info dict)."""
+    info = {}
+    if path:
+        if not os.path.isdir(path):
+            return None, f"--fa3-path {path}: no such directory", info
+        sys.path.insert(0, os.path.abspath(path))
+    errs = []
+    for name in ("flash_attn_interface", "flash_attn_3.flash_attn_interface"):
+        try:
+            import importlib
+            mod = importlib.import_module(name)
+            if not hasattr(mod, "flash_attn_func"):
+                raise ImportError(f"{name} has no flash_attn_func")
+            info["fa3_module"] = getattr(mod, "__file__", name)
+            build = os.path.join(os.path.dirname(info["fa3_module"]), "fa3_build.json")
+            if os.path.isfile(build):
+                try:
+                    with open(build) as f:
+                        info["fa3_build"] = json.load(f)
+                except Exception as e:  # noqa: BLE001 - an unreadable record is not fatal
+                    info["fa3_build"] = f"unreadable: {e}"
+            return mod, None, info
+        except Exception as e:  # noqa: BLE001 - ImportError, OSError from the .so, ...
+            errs.append(f"import {name}: {type(e).__name__}: {e}".splitlines()[0])
+    return None, "; ".join(errs)[:600], info
+
+
+def first_line(e):
+    msg = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (msg[0] if msg else "?")[:400], "\n".join(msg)[:4000]
+
+
+def read_qkv(torch, path):
+    """q, k, v [S][H*128] BF16 and the metadata of one --qkv file (plain safetensors parsing, no
+    dependency). Raises ValueError with the file's and tensor's name on any defect."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise ValueError("shorter than a safetensors header")
+            n = int.from_bytes(head, "little")
+            if n <= 0 or n > min(size - 8, 100 << 20):
+                raise ValueError(f"header length {n} does not fit the file ({size} bytes)")
+            hdr = json.loads(f.read(n))
+            base = 8 + n
+            meta = hdr.get("__metadata__") or {}
+            out = {}
+            for name in ("q", "k", "v"):
+                t = hdr.get(name)
+                if t is None:
+                    raise ValueError(f"no tensor '{name}' (has {sorted(k for k in hdr if k != '__metadata__')})")
+                if t.get("dtype") != "BF16":
+                    raise ValueError(f"tensor '{name}' is {t.get('dtype')}, want BF16")
+                shape = t.get("shape")
+                if not (isinstance(shape, list) and len(shape) == 2 and shape[0] >= 1 and shape[1] >= D
+                        and shape[1] % D == 0):
+                    raise ValueError(f"tensor '{name}' has shape {shape}, want [S, H*{D}]")
+                b0, b1 = t["data_offsets"]
+                if b1 - b0 != shape[0] * shape[1] * 2 or base + b1 > size:
+                    raise ValueError(f"tensor '{name}': data_offsets [{b0}, {b1}) do not hold {shape} BF16 "
+                                     f"within the file ({size} bytes)")
+                f.seek(base + b0)
+                buf = bytearray(f.read(b1 - b0))
+                out[name] = torch.frombuffer(buf, dtype=torch.bfloat16).reshape(shape)
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    if not (out["q"].shape == out["k"].shape == out["v"].shape):
+        raise ValueError(f"{path}: q {list(out['q'].shape)}, k {list(out['k'].shape)}, v {list(out['v'].shape)} "
+                         "differ")
+    return out["q"], out["k"], out["v"], meta
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seqs", default="4096,8192,16384,30272,75600")
-    ap.add_argument("--heads", type=int, default=56)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seqs", default="4096,8192,16384,30272,75600", help="S list of the N(0,1) mode")
+    ap.add_argument("--heads", type=int, default=56, help="H of the N(0,1) mode (--qkv files give their own)")
+    ap.add_argument("--qkv", help="comma-separated q/k/v safetensors files (torch_block.py --dump-qkv)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--impls", default="cudnn_bf16,flash_bf16,cudnn_fp8")
+    ap.add_argument("--impls", default=DEFAULT_IMPLS, help=f"comma list of {', '.join(KNOWN_IMPLS)}")
+    ap.add_argument("--fa3-path", help="folder with FA3's flash_attn_interface (build_fa3.sh's BUILD_DIR)")
+    ap.add_argument("--no-exact", action="store_true", help="skip the FP64 exact reference (no err_vs_exact)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu for a logic check at tiny sizes "
+                    "(host timings; the GPU-only impls fail)")
     ap.add_argument("--json")
     ap.add_argument("--merge-into", help="append this run's rows to an existing JSON of this tool (its 'results')")
     ap.add_argument("--tag", default="", help="suffix for impl names in the JSON, e.g. '@fe1.16' for a 2nd frontend")
     args = ap.parse_args()
     if args.merge_into and not args.tag:
         ap.error("--merge-into needs --tag (the merged rows are told apart by it)")
-    seqs = [int(s) for s in args.seqs.split(",") if s]
     impls = [s for s in args.impls.split(",") if s]
-    H = args.heads
+    bad = [s for s in impls if s not in KNOWN_IMPLS]
+    if bad:
+        ap.error(f"unknown impl(s) {bad}; known: {', '.join(KNOWN_IMPLS)}")
+    if args.reps < 1 or args.warmup < 0:
+        ap.error("--reps must be >= 1 and --warmup >= 0")
+    files = [s for s in (args.qkv or "").split(",") if s]
+    if args.qkv is not None and not files:
+        ap.error("--qkv needs at least one file")
+    try:
+        seqs = [int(s) for s in args.seqs.split(",") if s]
+    except ValueError:
+        ap.error(f"--seqs {args.seqs!r}: want comma-separated integers")
+    if not files and (not seqs or min(seqs) < 1 or args.heads < 1):
+        ap.error("--seqs and --heads must be positive")
 
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        import torch.nn.functional as F
+    except Exception as e:  # noqa: BLE001
+        print(f"peers_attention: import torch failed: {first_line(e)[0]}", file=sys.stderr)
+        return 2
 
-    if not torch.cuda.is_available():
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
         print("peers_attention: no CUDA device", file=sys.stderr)
         return 77
-    prop = torch.cuda.get_device_properties(0)
-    l2 = getattr(prop, "L2_cache_size", 60 << 20)
-    info = {"tool": "peers_attention", "device": prop.name, "torch": torch.__version__,
-            "cudnn_backend": torch.backends.cudnn.version(), "heads": H, "results": []}
+    dev = torch.device(args.device)
+    if cuda:
+        prop = torch.cuda.get_device_properties(dev)
+        l2 = getattr(prop, "L2_cache_size", 60 << 20)
+        dev_name = prop.name
+    else:
+        l2, dev_name = 60 << 20, "cpu"
+    info = {"tool": "peers_attention", "device": dev_name, "torch": torch.__version__,
+            "cudnn_backend": torch.backends.cudnn.version() if cuda else None,
+            "heads": args.heads if not files else None, "mode": "qkv" if files else "randn",
+            "exact_ref": None if args.no_exact else
+            f"FP64 softmax(q k^T / sqrt({D})) v on R = min(S, {EXACT_ROWS}) rows floor((2j+1) S / (2R)), all heads",
+            "cases": [], "results": []}
     cudnn = None
     if "cudnn_fp8" in impls:
         try:
@@ -166,11 +370,20 @@ def main():
             info["cudnn_frontend"] = getattr(cudnn, "__version__", "?")
             info["cudnn_frontend_backend"] = cudnn.backend_version()
         except Exception as e:  # noqa: BLE001
-            info["cudnn_frontend_error"] = f"{type(e).__name__}: {e}"
+            info["cudnn_frontend_error"] = first_line(e)[0]
             print(f"peers_attention: import cudnn failed: {info['cudnn_frontend_error']}", flush=True)
-    print(f"peers_attention on {prop.name}: torch {torch.__version__}, cuDNN {info['cudnn_backend']}, "
-          f"frontend {info.get('cudnn_frontend', 'n/a')}, H = {H}, {args.warmup} warm-up + {args.reps} timed, median",
-          flush=True)
+    fa3, fa3_err = None, None
+    if any(s.startswith("fa3_") for s in impls):
+        fa3, fa3_err, fa3_info = import_fa3(args.fa3_path)
+        info.update(fa3_info)
+        if fa3_err:
+            info["fa3_error"] = fa3_err
+            print(f"peers_attention: FA3 unavailable: {fa3_err}", flush=True)
+        else:
+            print(f"peers_attention: FA3 from {info.get('fa3_module')}", flush=True)
+    print(f"peers_attention on {dev_name}: torch {torch.__version__}, cuDNN {info['cudnn_backend']}, "
+          f"frontend {info.get('cudnn_frontend', 'n/a')}, {args.warmup} warm-up + {args.reps} timed, median; "
+          f"inputs: {'files ' + ','.join(files) if files else 'N(0,1)'}", flush=True)
 
     def save():
         if args.json:
@@ -185,88 +398,229 @@ def main():
             # rows of this tag are replaced (save() runs after every row), the others kept
             doc["results"] = [r for r in doc.get("results", []) if not r["impl"].endswith(args.tag)]
             doc["results"] += info["results"]
-            if "cudnn_frontend" in info:
-                doc["cudnn_frontend" + args.tag] = info["cudnn_frontend"]
+            doc.setdefault("cases", [])
+            doc["cases"] = [c for c in doc["cases"] if c.get("tag") != args.tag] + \
+                [dict(c, tag=args.tag) for c in info["cases"]]
+            for key in ("cudnn_frontend", "fa3_module", "fa3_build"):
+                if key in info:
+                    doc[key + args.tag] = info[key]
             with open(args.merge_into, "w") as f:
                 json.dump(doc, f, indent=1)
 
-    gen = torch.Generator(device="cuda")
+    # The input cases: (label, S, H, profile, tokens, file, loader) with loader() -> [q, k, v] [1][S][H][D].
+    cases = []
+    gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed)
-    print(f"{'impl':<12} {'S':>7} {'H':>4} {'sets':>4} {'median_ms':>10} {'min_ms':>10} {'TFLOPS':>9} "
-          f"{'relRMS':>9}  status", flush=True)
-    for S in seqs:
+    if files:
+        for path in files:
+            cases.append({"file": path})
+    else:
+        for S in seqs:
+            cases.append({"S": S, "H": args.heads, "profile": "randn", "tokens": S})
+
+    rc = 0
+    print(f"{'impl':<12} {'profile':<10} {'S':>7} {'H':>4} {'sets':>4} {'median_ms':>10} {'min_ms':>10} "
+          f"{'TFLOPS':>9} {'vsExact':>9} {'vsCudnn':>9}  status", flush=True)
+    for case in cases:
+        t0 = time.time()
+        try:
+            if "file" in case:
+                q, k, v, meta = read_qkv(torch, case["file"])
+                S, H = q.shape[0], q.shape[1] // D
+                case.update(S=S, H=H, profile=str(meta.get("profile", "unknown")), metadata=meta)
+                try:
+                    case["tokens"] = int(meta.get("tokens", S))
+                except ValueError:
+                    case["tokens"] = meta.get("tokens")
+                if case["tokens"] != S:
+                    print(f"peers_attention: {case['file']}: metadata tokens {case['tokens']} but S = {S}", flush=True)
+                first = [t.to(dev).view(1, S, H, D) for t in (q, k, v)]
+                del q, k, v
+                for name, t in zip("qkv", first):
+                    nf = int((~torch.isfinite(t.float())).sum())
+                    if nf:
+                        print(f"peers_attention: {case['file']}: {nf} non-finite values in {name}", flush=True)
+                        case.setdefault("input_nonfinite", {})[name] = nf
+            else:
+                S, H = case["S"], case["H"]
+                first = None
+        except Exception as e:  # noqa: BLE001 - a bad file: one line, its rows say why, the next file runs
+            msg = str(e) if isinstance(e, ValueError) else f"{case['file']}: {first_line(e)[0]}"
+            print(f"peers_attention: {msg}", file=sys.stderr, flush=True)
+            case["status"] = f"error: {msg}"
+            first = None
+            info["cases"].append(case)
+            for name in impls:
+                info["results"].append({"impl": name + args.tag, "file": case["file"],
+                                        "status": f"error: input: {msg}"})
+            rc = 2
+            save()
+            continue
         flops = 4.0 * S * S * D * H
         setb = 3 * S * H * D * 2
         nsets = max(2, min(4, -(-3 * l2 // setb)))
-        sets, base = [], None
+        sets, base, ref = [], None, None
         try:
-            for _ in range(nsets):
-                sets.append([torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-                             for _ in range(3)])
-            torch.cuda.synchronize()
+            if first is not None:
+                sets.append(first)
+                for _ in range(nsets - 1):
+                    sets.append([t.clone() for t in first])
+            else:
+                for _ in range(nsets):
+                    sets.append([torch.randn(1, S, H, D, device=dev, dtype=torch.bfloat16, generator=gen)
+                                 for _ in range(3)])
+            first = None
+            if cuda:
+                torch.cuda.synchronize()
         except torch.cuda.OutOfMemoryError as e:
+            case["status"] = f"oom: {e}".splitlines()[0]
+            info["cases"].append(case)
             for name in impls:
-                info["results"].append({"impl": name + args.tag, "S": S, "H": H, "status": f"oom: {e}".splitlines()[0]})
-            sets = []
+                info["results"].append({"impl": name + args.tag, "S": S, "H": H, "profile": case["profile"],
+                                        "status": case["status"]})
+            sets = first = None
             torch.cuda.empty_cache()
             save()
             continue
-        views = [[x.transpose(1, 2) for x in st] for st in sets]  # [1][H][S][D], strided
-        for name in impls:
-            row = {"impl": name + args.tag, "S": S, "H": H, "sets": nsets}
-            t0 = time.time()
-            try:
-                if name in ("cudnn_bf16", "flash_bf16"):
-                    backend = SDPBackend.CUDNN_ATTENTION if name == "cudnn_bf16" else SDPBackend.FLASH_ATTENTION
-                    out = [None]
+        rows = exact_rows(S)
+        with torch.no_grad():
+            if not args.no_exact:
+                try:
+                    te = time.time()
+                    ref = exact_reference(torch, *sets[0], rows)
+                    case["exact_ref_s"] = round(time.time() - te, 2)
+                    # The floor of FP8 inputs alone: exact attention on quantised-then-dequantised q, k, v.
+                    if any(s in impls for s in ("fa3_fp8", "cudnn_fp8")):
+                        floors = {}
+                        for scheme, qf in (("per_head", quantise_per_head), ("per_tensor", quantise_per_tensor)):
+                            dq = []
+                            for x in sets[0]:
+                                x8, s = qf(torch, x)
+                                dq.append(x8.float() * (s[:, None, :, None] if s.dim() == 2 else s))
+                                del x8
+                            r2 = exact_reference(torch, *dq, rows)
+                            floors[scheme] = error_vs(torch, r2.unsqueeze(0), list(range(len(rows))), ref)["rel_rms"]
+                            del dq, r2
+                        case["fp8_input_floor_rel_rms"] = floors
+                except Exception as e:  # noqa: BLE001 - no reference: the rows still get their timings
+                    case["exact_error"] = first_line(e)[0]
+                    print(f"peers_attention: exact reference at S = {S} failed: {case['exact_error']}", flush=True)
+                    traceback.print_exc()
+                    ref = None
+                    if cuda:
+                        torch.cuda.empty_cache()
+            case["status"] = "ok"
+            case["sets"] = nsets
+            case["load_s"] = round(time.time() - t0, 2)
+            info["cases"].append(case)
+            views = [[x.transpose(1, 2) for x in st] for st in sets]  # [1][H][S][D], strided
+            for name in impls:
+                row = {"impl": name + args.tag, "S": S, "H": H, "sets": nsets, "profile": case["profile"],
+                       "tokens": case["tokens"]}
+                if "file" in case:
+                    row["file"] = case["file"]
+                t1 = time.time()
+                o = None
+                try:
+                    if name in ("cudnn_bf16", "flash_bf16", "sdpa_math"):
+                        backend = {"cudnn_bf16": SDPBackend.CUDNN_ATTENTION, "flash_bf16": SDPBackend.FLASH_ATTENTION,
+                                   "sdpa_math": SDPBackend.MATH}[name]
+                        out = [None]
 
-                    def call(i, backend=backend, out=out):
-                        with sdpa_kernel(backend):
-                            out[0] = F.scaled_dot_product_attention(*views[i], is_causal=False)
-                    med, mn = time_calls(torch, call, nsets, args.warmup, args.reps)
-                    call(0)
-                    o = out[0].transpose(1, 2)
-                elif name == "cudnn_fp8":
-                    if cudnn is None:
-                        raise RuntimeError("cudnn frontend not importable: " + info.get("cudnn_frontend_error", "?"))
-                    g = CudnnFp8(torch, cudnn, S, H)
-                    qsets = [g.quantise(*st) for st in sets]
-                    med, mn = time_calls(torch, lambda i: g.run(*qsets[i]), nsets, args.warmup, args.reps)
-                    g.run(*qsets[0])
-                    torch.cuda.synchronize()
-                    o = g.output_bf16(qsets[0][3])
-                    row["o_dtype"] = "e4m3" if g.o_fp8 else "bf16"
-                    row["amax_s"], row["amax_o"] = [float(x) for x in g.amax.flatten()]
-                    del qsets
-                else:
-                    raise ValueError(f"unknown impl {name}")
-                torch.cuda.synchronize()
-                nonfinite = int((~torch.isfinite(o.float())).sum())
-                if name == "cudnn_bf16":
-                    base = o.clone()
-                row.update(median_ms=med, min_ms=mn, tflops=flops / (med * 1e-3) / 1e12, nonfinite=nonfinite)
-                if base is not None:
-                    row["rel_rms_vs_cudnn_bf16"] = rel_rms(torch, o, base)
-                row["status"] = "ok" if nonfinite == 0 else "non-finite output"
+                        def call(i, backend=backend, out=out):
+                            with sdpa_kernel(backend):
+                                out[0] = F.scaled_dot_product_attention(*views[i], is_causal=False)
+                        med, mn = time_calls(torch, call, nsets, args.warmup, args.reps, cuda)
+                        call(0)
+                        o = out[0].transpose(1, 2)
+                    elif name == "cudnn_fp8":
+                        if cudnn is None:
+                            raise Unavailable("import cudnn failed: " + info.get("cudnn_frontend_error", "?"))
+                        if not cuda:
+                            raise Unavailable("cuDNN FP8 SDPA needs a CUDA device")
+                        g = CudnnFp8(torch, cudnn, S, H)
+                        qsets = [g.quantise(*st) for st in sets]
+                        med, mn = time_calls(torch, lambda i: g.run(*qsets[i]), nsets, args.warmup, args.reps)
+                        g.run(*qsets[0])
+                        torch.cuda.synchronize()
+                        o = g.output_bf16(qsets[0][3])
+                        row["o_dtype"] = "e4m3" if g.o_fp8 else "bf16"
+                        row["amax_s"], row["amax_o"] = [float(x) for x in g.amax.flatten()]
+                        row["scales"] = "per tensor, amax/448"
+                        del qsets
+                    elif name in ("fa3_fp8", "fa3_bf16"):
+                        if fa3 is None:
+                            raise Unavailable(fa3_err)
+                        fn, sm = fa3.flash_attn_func, 1.0 / math.sqrt(D)
+                        if name == "fa3_fp8":
+                            qsets = []
+                            for st in sets:
+                                (q8, dq), (k8, dk), (v8, dv) = [quantise_per_head(torch, x) for x in st]
+                                qsets.append((q8, k8, v8, dq, dk, dv))
+
+                            def call(i):
+                                q8, k8, v8, dq, dk, dv = qsets[i]
+                                return fn(q8, k8, v8, softmax_scale=sm, causal=False, q_descale=dq, k_descale=dk,
+                                          v_descale=dv)
+                            row["scales"] = "per (batch, head), amax/448"
+                        else:
+                            def call(i):
+                                return fn(*sets[i], softmax_scale=sm, causal=False)
+                        med, mn = time_calls(torch, call, nsets, args.warmup, args.reps, cuda)
+                        o = call(0)
+                        if isinstance(o, (tuple, list)):  # some FA3 versions return (out, lse)
+                            o = o[0]
+                        if cuda:
+                            torch.cuda.synchronize()
+                        if tuple(o.shape) != (1, S, H, D):
+                            raise RuntimeError(f"FA3 returned O of shape {tuple(o.shape)}, want {(1, S, H, D)}")
+                        row["o_dtype"] = str(o.dtype).replace("torch.", "")
+                        if name == "fa3_fp8":
+                            del qsets
+                    else:
+                        raise ValueError(f"unknown impl {name}")
+                    if cuda:
+                        torch.cuda.synchronize()
+                    nonfinite = int((~torch.isfinite(o.float())).sum())
+                    if name == "cudnn_bf16":
+                        base = o.clone()
+                    row.update(median_ms=med, min_ms=mn, tflops=flops / (med * 1e-3) / 1e12, nonfinite=nonfinite)
+                    if base is not None:
+                        row["rel_rms_vs_cudnn_bf16"] = float(torch.linalg.vector_norm(o.float() - base.float()) /
+                                                             torch.linalg.vector_norm(base.float()).clamp(min=1e-30))
+                    if ref is not None:
+                        row["err_vs_exact"] = error_vs(torch, o, rows, ref)
+                    row["status"] = "ok" if nonfinite == 0 else "non-finite output"
+                except Unavailable as e:
+                    row["status"] = f"unavailable: {e}"[:400]
+                except Exception as e:  # noqa: BLE001 - keep going, record the exact error
+                    row["status"], row["error_full"] = first_line(e)
+                    row["status"] = "error: " + row["status"]
+                    traceback.print_exc()
+                    if cuda:
+                        torch.cuda.synchronize()
+                        torch.cuda.empty_cache()
                 del o
-            except Exception as e:  # noqa: BLE001 - keep going, record the exact error
-                msg = f"{type(e).__name__}: {e}".strip().splitlines()
-                row["status"] = "error: " + (msg[0] if msg else "?")[:400]
-                row["error_full"] = "\n".join(msg)[:4000]
-                traceback.print_exc()
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
-            row["wall_s"] = round(time.time() - t0, 2)
-            info["results"].append(row)
-            rr = row.get("rel_rms_vs_cudnn_bf16")
-            print(f"{name + args.tag:<12} {S:>7} {H:>4} {nsets:>4} {row.get('median_ms', float('nan')):>10.3f} "
-                  f"{row.get('min_ms', float('nan')):>10.3f} {row.get('tflops', float('nan')):>9.1f} "
-                  f"{(100 * rr if rr is not None else float('nan')):>8.3f}%  {row['status']}", flush=True)
-            save()
-        del sets, views, base
-        torch.cuda.empty_cache()
+                row["wall_s"] = round(time.time() - t1, 2)
+                info["results"].append(row)
+                rr = row.get("rel_rms_vs_cudnn_bf16")
+                ex = (row.get("err_vs_exact") or {}).get("rel_rms")
+                print(f"{name + args.tag:<12} {case['profile'][:10]:<10} {S:>7} {H:>4} {nsets:>4} "
+                      f"{row.get('median_ms', float('nan')):>10.3f} {row.get('min_ms', float('nan')):>10.3f} "
+                      f"{row.get('tflops', float('nan')):>9.1f} "
+                      f"{(100 * ex if ex is not None else float('nan')):>8.3f}% "
+                      f"{(100 * rr if rr is not None else float('nan')):>8.3f}%  {row['status']}", flush=True)
+                save()
+        fl = case.get("fp8_input_floor_rel_rms")
+        if fl:
+            pct = {k: "n/a" if x is None else f"{100 * x:.3f}%" for k, x in fl.items()}
+            print(f"  {case['profile']} S = {S}: exact attention on FP8-rounded inputs alone: "
+                  f"per head {pct['per_head']}, per tensor {pct['per_tensor']} (rel RMS)", flush=True)
+        sets = views = base = ref = None  # free the inputs before the next case
+        if cuda:
+            torch.cuda.empty_cache()
     save()
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

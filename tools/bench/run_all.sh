@@ -7,7 +7,8 @@
 # for the cuDNN FP8 peer, the carried wheels in .whl/ (device call: carry [".whl", BUILD_DIR]).
 # Steps, each independent (a failing step is logged and recorded, the next one runs):
 #   wheels, weights+inputs (generated if absent), bench_attn (our kernels, quant stage,
-#   accuracy vs FP64), peers_attention.py (SDPA cuDNN/flash BF16, cuDNN FP8), torch_block.py
+#   accuracy vs FP64), build_fa3 (optional, below), peers_attention.py (SDPA cuDNN/flash BF16,
+#   cuDNN FP8, FlashAttention-3 FP8/BF16 when built), torch_block.py
 #   (eager + torch.compile), dit_block (--gemm bf16, fp8, fp8 --gemm-accum fast and fp8:qkv,out), compare_outputs.py, plot_breakdown.py, summary.
 # Files: the device tool returns at most 8 files from $OUT, so by default only two go there:
 # $OUT/bench_summary.json (the summary plus every tool's full JSON under "raw") and
@@ -18,8 +19,16 @@
 # that gpu_session.sh's 'timeout 570' still sees the summary), under the 10-minute limit.
 # Env: H3_BENCH_SEQS (attention S list), H3_BENCH_TOKENS (block S, 30272), H3_BENCH_REPS (10),
 #      H3_WEIGHTS / H3_INPUTS (existing files to use instead of generating),
-#      H3_BENCH_SKIP (step names to skip, e.g. "bench_attn peers_attention").
+#      H3_BENCH_SKIP (step names to skip, e.g. "bench_attn peers_attention"),
+#      H3_FA3_SRC (a flash-attention source tree or .tar.gz, e.g. .peers/fa3 carried to the device:
+#      build_fa3.sh builds FA3 into $H3_FA3_PATH, default $H3_BENCH_TMP/fa3, before the peers),
+#      H3_FA3_PATH (alone: an FA3 already built by build_fa3.sh). Without either, the peers' fa3_*
+#      rows say 'unavailable'.
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0
+fi
 
 BUILD=${1:-build}
 OUT=${OUT:-./out}
@@ -95,7 +104,17 @@ IN=${H3_INPUTS:-$TMPD/inputs_$TOKENS.safetensors}
 # ---- attention: ours, then the peers
 step bench_attn 120 "$BUILD/tools/bench/bench_attn" --seqs "$SEQS" --reps "$REPS" --quant --accuracy \
     --json "$OUT/bench_attn.json"
-step peers_attention 150 python3 "$HERE/peers_attention.py" --seqs "$SEQS" --reps "$REPS" --json "$OUT/peers_attention.json"
+# FlashAttention-3 for the peers: built here from H3_FA3_SRC, or prebuilt at H3_FA3_PATH.
+FA3_ARGS=()
+if [[ -n ${H3_FA3_SRC:-} ]]; then
+    FA3_DIR=${H3_FA3_PATH:-$TMPD/fa3}
+    step build_fa3 300 bash "$HERE/build_fa3.sh" "$H3_FA3_SRC" "$FA3_DIR"
+    FA3_ARGS=(--fa3-path "$FA3_DIR")
+elif [[ -n ${H3_FA3_PATH:-} ]]; then
+    FA3_ARGS=(--fa3-path "$H3_FA3_PATH")
+fi
+step peers_attention 150 python3 "$HERE/peers_attention.py" --seqs "$SEQS" --reps "$REPS" \
+    ${FA3_ARGS[@]+"${FA3_ARGS[@]}"} --json "$OUT/peers_attention.json"
 # If the FP8 peer failed with the main frontend, try the older one (its rows get '@alt').
 if [[ -d /tmp/site_alt && -f $OUT/peers_attention.json ]] &&
     python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results']; sys.exit(0 if any(x['impl']=='cudnn_fp8' and x.get('status')!='ok' for x in r) else 1)" "$OUT/peers_attention.json"; then
@@ -109,20 +128,20 @@ step torch_block 200 python3 "$HERE/torch_block.py" --weights "$W" --input "$IN"
 step dit_block 120 "$BUILD/dit_block" --weights "$W" --input "$IN" --json "$OUT/dit_block.json" \
     --output "$TMPD/ours_out.safetensors"
 step compare_outputs 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out.safetensors" "$TMPD/torch_out.safetensors" \
-    --json "$OUT/compare.json"
+    --input "$IN" --json "$OUT/compare.json"
 step dit_block_fp8 120 "$BUILD/dit_block" --gemm fp8 --weights "$W" --input "$IN" --json "$OUT/dit_block_fp8.json" \
     --output "$TMPD/ours_out_fp8.safetensors"
 step compare_fp8 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8.safetensors" "$TMPD/torch_out.safetensors" \
-    --json "$OUT/compare_fp8.json"
+    --input "$IN" --json "$OUT/compare_fp8.json"
 step dit_block_fp8fast 120 "$BUILD/dit_block" --gemm fp8 --gemm-accum fast --weights "$W" --input "$IN" \
     --json "$OUT/dit_block_fp8fast.json" --output "$TMPD/ours_out_fp8fast.safetensors"
 step compare_fp8fast 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8fast.safetensors" \
-    "$TMPD/torch_out.safetensors" --json "$OUT/compare_fp8fast.json"
+    "$TMPD/torch_out.safetensors" --input "$IN" --json "$OUT/compare_fp8fast.json"
 # The candidate for issue 6's 2% accuracy goal: the attention GEMMs in FP8, the MLP in BF16.
 step dit_block_fp8mix 120 "$BUILD/dit_block" --gemm fp8:qkv,out --weights "$W" --input "$IN" \
     --json "$OUT/dit_block_fp8mix.json" --output "$TMPD/ours_out_fp8mix.safetensors"
 step compare_fp8mix 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8mix.safetensors" \
-    "$TMPD/torch_out.safetensors" --json "$OUT/compare_fp8mix.json"
+    "$TMPD/torch_out.safetensors" --input "$IN" --json "$OUT/compare_fp8mix.json"
 step plot_breakdown 30 python3 "$HERE/plot_breakdown.py" --ours "$OUT/dit_block.json" \
     --ours-fp8 "$OUT/dit_block_fp8.json" --torch "$OUT/torch_block.json" --out "$FINAL/breakdown.png"
 

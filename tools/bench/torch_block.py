@@ -4,6 +4,8 @@
     python3 tools/bench/torch_block.py --weights weights/block0.safetensors --input inputs.safetensors
         [--reps 10] [--warmup 3] [--no-compile] [--output torch_out.safetensors] [--json FILE]
     python3 tools/bench/torch_block.py --device cpu --tokens 64      # tiny random block, CPU check
+    python3 tools/bench/torch_block.py --weights W --input IN --dump-qkv qkv.safetensors --qkv-only
+    python3 tools/bench/torch_block.py --weights W --input IN --dtype fp32 --output ref_f32.safetensors
 
 DESIGN.md §1 exactly, BF16 activations between ops, FP32 inside every reduction:
   1. mod = bf16(adaln_W . silu(temb) + b), silu in FP32. The FP32 silu vector is split into
@@ -25,10 +27,21 @@ compiled (torch.compile, default mode; compile time reported apart), and eager p
 around each op, same stage names as dit_block; "qk_norm_rope_quant" here is norm + RoPE only,
 torch has no FP8 step). Weights (1.3 GB) and activations are far larger than L2, so the block
 needs no input rotation. --output writes the eager output hidden states ("out" [S][C] BF16).
+--dump-qkv FILE writes the attention inputs after stages 1-4 (q and k normed, rounded, rotated
+and rounded to BF16 as above, v the GEMM's BF16 output): tensors q, k, v, BF16, [S][H*128]
+(layout [S][H][128]), metadata profile (the weights file's 'profile' metadata, else 'unknown';
+'tiny-random' without --weights) and tokens (S); our kernels and peers_attention.py --qkv read
+it. --qkv-only stops there (no timing, no block).
+--dtype fp32: the reference for the error a user sees. The same block in FP32 throughout:
+weights upcast (exactly), x's BF16 values upcast, no rounding to BF16 between ops, adaLN as one
+FP32 product, FP32 GEMMs with TF32 off, attention in FP32 by explicit chunks (per head, query
+rows in blocks; S x S scores never held whole, so S = 30272, H = 56 fits in 80 GB), with the
+max subtracted before exp. --output is then F32. Not timed.
 """
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -49,7 +62,8 @@ def median(xs):
 
 
 def load_weights(path, device, torch):
-    """Block weights by their short names; accepts one 'blocks.N.' prefix or none; regroups a stacked QKV."""
+    """Block weights by their short names, and the file's metadata; accepts one 'blocks.N.' prefix
+    or none; regroups a stacked QKV."""
     from safetensors import safe_open
     w, meta = {}, {}
     with safe_open(path, framework="pt", device="cpu") as f:
@@ -70,7 +84,7 @@ def load_weights(path, device, torch):
         H = qkv.shape[0] // (3 * D)
         w["attn.qkv_proj.weight"] = qkv.view(3, H, D, -1).transpose(0, 1).reshape(3 * H * D, -1).contiguous()
     return {k: v.to(device=device, dtype=torch.bfloat16 if v.dtype != torch.bfloat16 else v.dtype)
-            for k, v in w.items()}
+            for k, v in w.items()}, meta
 
 
 def load_inputs(path, device, torch):
@@ -103,9 +117,13 @@ def tiny_random(S, device, torch, seed=7):
 
 
 class Block:
-    def __init__(self, w, torch):
+    """dtype torch.bfloat16: DESIGN.md §1 with BF16 activations (the peer); torch.float32: the same
+    math with no rounding between ops (the reference; pass FP32 weights)."""
+
+    def __init__(self, w, torch, dtype=None):
         import torch.nn.functional as F
         self.torch, self.F, self.w = torch, F, w
+        self.act = dtype or torch.bfloat16  # the activations' dtype between ops
         self.C = w["norm1.weight"].shape[0]
         self.H = w["attn.qkv_proj.weight"].shape[0] // (3 * D)
         self.Fw = w["mlp.fc2.weight"].shape[1]
@@ -119,24 +137,46 @@ class Block:
         xf = x.float()
         r = xf * self.torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()
         # mod[:, slot] [M][C] gathered by tag -> [S][C] (not mod[tags], which would be [S][6][C])
-        return (r * (1.0 + mod[:, s_scale][tags].float()) + mod[:, s_shift][tags].float()).to(self.torch.bfloat16)
+        return (r * (1.0 + mod[:, s_scale][tags].float()) + mod[:, s_shift][tags].float()).to(self.act)
 
     def qk_norm_rope(self, t, w, pos):
-        """t [S][H][128] bf16 -> normed (rounded to BF16), RoPE'd on dims 0..95, BF16."""
+        """t [S][H][128] -> normed (rounded to the activation dtype), RoPE'd on dims 0..95, rounded."""
         torch = self.torch
         tf = t.float()
-        n = (tf * torch.rsqrt(tf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()).to(torch.bfloat16).float()
+        n = (tf * torch.rsqrt(tf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()).to(self.act).float()
         f = (pos[:, :, None] * self.omega[None, None, :]).reshape(-1, 48)  # [S][48]: t, h, w x 16 (float product)
         c, s = torch.cos(f)[:, None, :], torch.sin(f)[:, None, :]
         x1, x2 = n[..., :48], n[..., 48:96]
         y1 = x1 * c - x2 * s  # d < 48
         y2 = x2 * c + x1 * s  # 48 <= d < 96 (f[d] = f[d-48])
-        return torch.cat([y1, y2, n[..., 96:]], -1).to(torch.bfloat16)
+        return torch.cat([y1, y2, n[..., 96:]], -1).to(self.act)
 
-    def forward(self, x, temb, tags, pos, ev=None):
+    def attention_fp32(self, q, k, v, budget_bytes=1 << 30):
+        """Exact FP32 attention, q/k/v [S][H][D] FP32 -> [S][H*D] FP32: per head, query rows in
+        blocks so one block of scores [rows][S] stays under budget_bytes (the S x S matrix of all
+        heads, 205 GB at S = 30272, H = 56, is never held). The row max is subtracted before exp
+        (every exp <= 1, the row sum >= 1); FP32 GEMMs (TF32 is switched off by the caller)."""
+        torch = self.torch
+        S, H = q.shape[0], q.shape[1]
+        o = torch.empty(S, H, D, dtype=torch.float32, device=q.device)
+        rows = max(1, min(S, budget_bytes // (4 * S)))
+        scale = 1.0 / math.sqrt(D)
+        for h in range(H):
+            kh, vh = k[:, h], v[:, h]  # [S][D]
+            for r0 in range(0, S, rows):
+                r1 = min(S, r0 + rows)
+                s = torch.matmul(q[r0:r1, h], kh.t()).mul_(scale)  # [rows][S]
+                s.sub_(s.amax(-1, keepdim=True)).exp_()
+                o[r0:r1, h] = torch.matmul(s, vh).div_(s.sum(-1, keepdim=True))
+                del s
+        return o.view(S, H * D)
+
+    def forward(self, x, temb, tags, pos, ev=None, qkv_only=False):
         """ev: None, or a list that receives this call's 13 marks (events, or host times on the CPU)
-        taken before the first and after every one of the 12 stages."""
+        taken before the first and after every one of the 12 stages. qkv_only: return the attention
+        inputs (q, k, v), each [S][H][128] contiguous, after stage 4."""
         torch, F, w = self.torch, self.F, self.w
+        act = self.act
         S, C, H = x.shape[0], self.C, self.H
         marks = []
 
@@ -151,10 +191,13 @@ class Block:
                 marks.append(time.perf_counter())
         mark()
         sv = F.silu(temb.float())
-        hi = sv.to(torch.bfloat16)
-        lo = (sv - hi.float()).to(torch.bfloat16)
-        two = F.linear(torch.stack([hi, lo]), w["adaln_proj.linear.weight"])  # [2][M*6*C]
-        mod = (two[0].float() + two[1].float() + w["adaln_proj.linear.bias"].float()).to(torch.bfloat16)
+        if act == torch.float32:  # one FP32 product, no split needed
+            mod = F.linear(sv, w["adaln_proj.linear.weight"].float()) + w["adaln_proj.linear.bias"].float()
+        else:
+            hi = sv.to(torch.bfloat16)
+            lo = (sv - hi.float()).to(torch.bfloat16)
+            two = F.linear(torch.stack([hi, lo]), w["adaln_proj.linear.weight"])  # [2][M*6*C]
+            mod = (two[0].float() + two[1].float() + w["adaln_proj.linear.bias"].float()).to(torch.bfloat16)
         mod = mod.view(self.M, 6, C)
         mark()
         a = self.rmsnorm_mod(x, w["norm1.weight"], mod, tags, SLOT_SHIFT_MSA, SLOT_SCALE_MSA)
@@ -164,24 +207,29 @@ class Block:
         q = self.qk_norm_rope(qkv[:, :, 0], w["attn.q_norm.weight"], pos)
         k = self.qk_norm_rope(qkv[:, :, 1], w["attn.k_norm.weight"], pos)
         v = qkv[:, :, 2]
+        if qkv_only:
+            return q.contiguous(), k.contiguous(), v.contiguous()
         mark()
-        qh, kh, vh = (t.unsqueeze(0).transpose(1, 2) for t in (q, k, v))  # [1][H][S][D]
-        o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=False)  # backend chosen by the caller
-        o = o.transpose(1, 2).reshape(S, H * D)
+        if act == torch.float32:
+            o = self.attention_fp32(q, k, v)
+        else:
+            qh, kh, vh = (t.unsqueeze(0).transpose(1, 2) for t in (q, k, v))  # [1][H][S][D]
+            o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=False)  # backend chosen by the caller
+            o = o.transpose(1, 2).reshape(S, H * D)
         mark()
         y = F.linear(o, w["attn.out_proj.weight"])
         mark()
-        x1 = (x.float() + mod[:, SLOT_GATE_MSA][tags].float() * y.float()).to(torch.bfloat16)
+        x1 = (x.float() + mod[:, SLOT_GATE_MSA][tags].float() * y.float()).to(act)
         mark()
         b = self.rmsnorm_mod(x1, w["norm2.weight"], mod, tags, SLOT_SHIFT_MLP, SLOT_SCALE_MLP)
         mark()
         g = F.linear(b, w["mlp.fc1.weight"])
         mark()
-        u = (F.silu(g[:, :self.Fw].float()) * g[:, self.Fw:].float()).to(torch.bfloat16)
+        u = (F.silu(g[:, :self.Fw].float()) * g[:, self.Fw:].float()).to(act)
         mark()
         z = F.linear(u, w["mlp.fc2.weight"])
         mark()
-        out = (x1.float() + mod[:, SLOT_GATE_MLP][tags].float() * z.float()).to(torch.bfloat16)
+        out = (x1.float() + mod[:, SLOT_GATE_MLP][tags].float() * z.float()).to(act)
         mark()
         if ev is not None:
             ev.append(marks)
@@ -216,8 +264,17 @@ def rel_rms(torch, a, b):
     return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp(min=1e-30))
 
 
+def dump_qkv(path, q, k, v, meta):
+    """q, k, v [S][H][128] BF16 -> safetensors q, k, v [S][H*128] BF16 with string metadata."""
+    from safetensors.torch import save_file
+    S = q.shape[0]
+    save_file({n: t.reshape(S, -1).contiguous().cpu() for n, t in zip("qkv", (q, k, v))}, path,
+              metadata={key: str(val) for key, val in meta.items()})
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights")
     ap.add_argument("--input")
     ap.add_argument("--device", default="cuda")
@@ -225,10 +282,28 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-time", action="store_true", help="one forward pass, no timing (implied by --dtype fp32)")
     ap.add_argument("--attn", default="cudnn", choices=["cudnn", "flash", "default"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"],
+                    help="bf16: the PyTorch peer (default); fp32: the FP32 reference block, not timed")
+    ap.add_argument("--dump-qkv", metavar="FILE", help="write the attention inputs q, k, v (BF16 [S][H*128])")
+    ap.add_argument("--qkv-only", action="store_true", help="with --dump-qkv: stop after writing it")
     ap.add_argument("--output")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.qkv_only and not args.dump_qkv:
+        ap.error("--qkv-only needs --dump-qkv FILE")
+    if args.dump_qkv and args.dtype != "bf16":
+        ap.error("--dump-qkv needs --dtype bf16 (the q/k/v contract is BF16)")
+    if args.tokens < 1 or args.reps < 1 or args.warmup < 0:
+        ap.error("--tokens and --reps must be >= 1, --warmup >= 0")
+    if args.weights and not args.input:
+        ap.error("--weights needs --input (x, temb, tags, positions)")
+    for what, path in (("--weights", args.weights), ("--input", args.input)):
+        if path and not os.path.isfile(path):
+            ap.error(f"{what} {path}: no such file")
+    fp32 = args.dtype == "fp32"
+    no_time = args.no_time or fp32 or args.qkv_only
 
     import torch
     cuda = args.device.startswith("cuda")
@@ -236,28 +311,44 @@ def main():
         print("torch_block: no CUDA device", file=sys.stderr)
         return 77
     dev = torch.device(args.device)
+    if fp32:  # true FP32 products: no TF32 in matmuls (cuBLAS) or convolutions
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
     from torch.nn.attention import SDPBackend
     backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION, "default": None}[args.attn]
-    if not cuda:
-        backend = None  # CPU: the math/flash CPU kernels
+    if not cuda or fp32:
+        backend = None  # CPU: the math/flash CPU kernels; FP32: our chunked attention, no SDPA
     t0 = time.time()
-    if args.weights:
-        w = load_weights(args.weights, dev, torch)
-        if not args.input:
-            raise SystemExit("torch_block: --weights needs --input (x, temb, tags, positions)")
-        x, temb, tags, pos = load_inputs(args.input, dev, torch)
-    else:
-        w, (x, temb, tags, pos) = tiny_random(args.tokens, dev, torch)
+    try:
+        if args.weights:
+            w, wmeta = load_weights(args.weights, dev, torch)
+            profile = wmeta.get("profile", "unknown")
+            x, temb, tags, pos = load_inputs(args.input, dev, torch)
+        else:
+            w, (x, temb, tags, pos) = tiny_random(args.tokens, dev, torch)
+            profile = "tiny-random"
+    except torch.cuda.OutOfMemoryError as e:
+        print(f"torch_block: out of GPU memory loading the block: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a missing tensor, a bad file: one line, exit 2
+        print(f"torch_block: cannot load {args.weights or 'the tiny block'} / {args.input}: "
+              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return 2
+    if fp32:
+        w = {name: t.float() for name, t in w.items()}  # BF16 -> FP32 is exact
+        x = x.float()
     load_s = time.time() - t0
-    blk = Block(w, torch)
+    blk = Block(w, torch, dtype=torch.float32 if fp32 else torch.bfloat16)
     S = x.shape[0]
     if x.shape[1] != blk.C:
         raise SystemExit(f"torch_block: x is [{S}][{x.shape[1]}] but the block's hidden size is {blk.C}")
     info = {"tool": "torch_block", "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-            "torch": torch.__version__, "S": S, "hidden": blk.C, "heads": blk.H, "attn": args.attn if cuda else "cpu",
-            "load_s": round(load_s, 2)}
-    print(f"torch_block on {info['device']}: S = {S}, hidden {blk.C}, {blk.H} heads, attention {info['attn']}",
-          flush=True)
+            "torch": torch.__version__, "S": S, "hidden": blk.C, "heads": blk.H,
+            "attn": "fp32-chunked" if fp32 else (args.attn if cuda else "cpu"),
+            "dtype": args.dtype, "profile": profile, "load_s": round(load_s, 2)}
+    print(f"torch_block on {info['device']}: S = {S}, hidden {blk.C}, {blk.H} heads, {args.dtype}, "
+          f"attention {info['attn']}, profile {profile}", flush=True)
 
     def save():
         if args.json:
@@ -269,15 +360,38 @@ def main():
     # The SDPA backend is pinned around everything (eager and compiled): with only the cuDNN
     # backend allowed, a shape cuDNN refuses raises instead of silently using another kernel.
     with torch.inference_mode(), (sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()):
+        if args.dump_qkv:
+            q, k, v = blk.forward(x, temb, tags, pos, qkv_only=True)
+            nf = [int((~torch.isfinite(t.float())).sum()) for t in (q, k, v)]
+            dump_qkv(args.dump_qkv, q, k, v, {"profile": profile, "tokens": S, "heads": blk.H, "head_dim": D,
+                                              "producer": "torch_block.py --dump-qkv (stages 1-4, BF16)",
+                                              "weights": os.path.basename(args.weights or "tiny-random"),
+                                              "input": os.path.basename(args.input or "tiny-random")})
+            info["dump_qkv"] = args.dump_qkv
+            info["qkv_nonfinite"] = nf
+            print(f"wrote {args.dump_qkv}: q, k, v [{S}][{blk.H * D}] BF16, profile {profile}"
+                  + (f"; NON-FINITE q/k/v values {nf}" if any(nf) else ""), flush=True)
+            del q, k, v
+            if args.qkv_only:
+                save()
+                return 1 if any(nf) else 0
+        t1 = time.time()
         out = blk.forward(x, temb, tags, pos)
         if cuda:
             torch.cuda.synchronize()
+        info["forward_s"] = round(time.time() - t1, 2)
         nonfinite = int((~torch.isfinite(out.float())).sum())
         info["nonfinite"] = nonfinite
         if args.output:
             from safetensors.torch import save_file
-            save_file({"out": out.cpu().contiguous()}, args.output, metadata={"producer": "torch_block.py eager"})
+            save_file({"out": out.cpu().contiguous()}, args.output,
+                      metadata={"producer": f"torch_block.py eager {args.dtype}", "profile": profile})
             info["output"] = args.output
+        if no_time:
+            print(f"one forward pass {info['forward_s']} s (not timed: "
+                  f"{'--dtype fp32' if fp32 else '--no-time'}); non-finite outputs: {nonfinite}", flush=True)
+            save()
+            return 0 if nonfinite == 0 else 1
         med, mn = timed(torch, lambda: blk.forward(x, temb, tags, pos), args.warmup, args.reps, cuda)
         info["eager_ms"], info["eager_min_ms"] = med, mn
         print(f"eager block: {med:.3f} ms (min {mn:.3f})", flush=True)
