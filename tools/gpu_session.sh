@@ -6,8 +6,8 @@
 #   compute-sanitizer on the GPU tests.
 # Logs and JSON go to $OUT (or ./out). Usage: tools/gpu_session.sh [steps...]
 # with steps from: build tests block bench sass ncu sanitize (default: all),
-# and on request: fa3 (FlashAttention-3 built from .peers/fa3/flash-attention
-# into /tmp/fa3, in the background; the steps after it go on), profiles
+# and on request: fa3 (FlashAttention-3 built from .peers/fa3, a checkout or
+# its .tar.gz, into /tmp/fa3, in the background; the steps after it go on), profiles
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
 # fa3; H3_VARIANTS adds variants), ab (tools/bench/sm90_ab.sh on the
 # model-like q/k/v at S = 30272 for the variants in H3_AB_VARIANTS).
@@ -23,6 +23,12 @@ summary=()
 # the lead machine's path resolve here too.
 if [ -n "${H3_SRC_PATH:-}" ] && [ ! -e "$H3_SRC_PATH" ]; then mkdir -p "$(dirname "$H3_SRC_PATH")"; ln -s "$PWD" "$H3_SRC_PATH"; fi
 BUILD=${H3_BUILD:-build-dev}
+# carried wheels (.whl: the cuDNN frontend for the FP8 peer), once per machine
+if compgen -G ".whl/*.whl" >/dev/null && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >"$OUT/wheels.log" 2>&1 ||
+    echo "gpu_session: wheels did not install (see wheels.log)"
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 for s in $steps; do
   case $s in
   build)
@@ -76,11 +82,11 @@ for s in $steps; do
     fi ;;
   fa3)
     log "fa3 build (background)"
-    if [ -d .peers/fa3/flash-attention ]; then
-      (bash tools/bench/build_fa3.sh .peers/fa3/flash-attention /tmp/fa3 >"$OUT/fa3_build.log" 2>&1; echo "rc=$?" >>"$OUT/fa3_build.log") &
+    if [ -d .peers/fa3 ]; then
+      (bash tools/bench/build_fa3.sh .peers/fa3 /tmp/fa3 >"$OUT/fa3_build.log" 2>&1; echo "rc=$?" >>"$OUT/fa3_build.log") &
       fa3_pid=$!
     else
-      summary+=("fa3: no .peers/fa3/flash-attention (carry it)")
+      summary+=("fa3: no .peers/fa3 (carry it: a flash-attention checkout or its .tar.gz)")
     fi ;;
   profiles)
     if [ -n "${fa3_pid:-}" ]; then log "waiting for the fa3 build"; wait "$fa3_pid"; summary+=("fa3 build: $(tail -1 "$OUT/fa3_build.log")"); fa3_pid=; fi
