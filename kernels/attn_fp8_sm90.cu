@@ -154,13 +154,13 @@ extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataTy
 #ifndef H3_SM90_DEFAULT_VARIANT
 #define H3_SM90_DEFAULT_VARIANT 16
 #endif
-/* The default when V is smoothed (a mean is passed): with V's mean out of
- * the truncating accumulator the wg3 kernel needs no FP32 fold of O; v147
- * is v78 with its per-tile scalars in a table. (v130, S summed in FP16, is
- * 4-7% faster but fails the contract's tests on rows with large logits:
- * docs/perf.md 2026-12-06 second session.) */
+/* The default when V is smoothed (a mean is passed): the wg3 kernel with
+ * each tile's P V added to O in FP32 registers (v150; past 376,448 tokens
+ * its table does not fit and v153 runs). v147, O never leaving the tensor
+ * cores' truncating accumulator, drifted past the contract on sharp rows
+ * (model-like data: docs/accuracy.md). */
 #ifndef H3_SM90_SMOOTH_VARIANT
-#define H3_SM90_SMOOTH_VARIANT 147
+#define H3_SM90_SMOOTH_VARIANT 150
 #endif
 
 namespace {

@@ -530,7 +530,7 @@ static void sweep(const kernel_desc *kd)
     static const int big[] = {30271, 30272, 30273, 75600};
     for (int i = 0; i < 4; i++) run_case(kd, big[i], 1, DIST_MEANV);
     /* the smoothed Hopper path only: 376000, its largest per-tile table
-     * (v147), and 380000, past it, where the launch runs v78 */
+     * (v150), and 380000, past it, where the launch runs v153 */
     if (kd->smooth && kd->run == h3k_attn_fp8_sm90) {
         run_case(kd, 376000, 1, DIST_MEANV);
         run_case(kd, 380000, 1, DIST_MEANV);

@@ -7,7 +7,7 @@
 # Hopper). With a cuobjdump (H3_CUOBJDUMP, else what tools/find_cuobjdump.sh
 # finds: PATH, beside nvcc, or the venv's nvidia-cuda-cuobjdump that
 # tools/deps.sh installs; it runs the nvdisasm beside it or on PATH) it also
-# reads the SASS of the default variants (v16, v147, and v78, which v147
+# reads the SASS of the default variants (v16, v150, and v153, which v150
 # falls back to): their main loop must hold the FP8
 # wgmmas (QGMMA), no local loads/stores, and no run of more than 16 MUFU
 # (tests/sass_loop_check.py says why). These are compile-time facts, so this
@@ -52,21 +52,22 @@ elif grep -E "[1-9][0-9]* bytes spill (stores|loads)" "$mlog"; then
 fi
 
 # SASS of the default variants. The mangled names carry the template
-# arguments: v16 = kernel<2 stages, kFOverlap | kFExpScale = 129>, v78 =
-# wg3_kernel<2, fold 0, kFExpScale | kFVMean = 65664>, v147 = v78 | kFTab =
-# 33620096; if the defaults change, change them here too (checked below).
+# arguments: v16 = kernel<2 stages, kFOverlap | kFExpScale = 129>, v153 =
+# wg3_kernel<2, fold 0, kFExpScale | kFVMean | kFFoldS = 134283392>, v150 =
+# v153 | kFTab = 167837824; if the defaults change, change them here too
+# (checked below).
 sass_note="SASS loop check skipped (no cuobjdump)"
 cuobjdump=${H3_CUOBJDUMP:-$(bash "$here/tools/find_cuobjdump.sh" "$nvcc")}
 if ! grep -q "define H3_SM90_DEFAULT_VARIANT 16$" "$here/kernels/attn_fp8_sm90.cu" ||
-   ! grep -q "define H3_SM90_SMOOTH_VARIANT 147$" "$here/kernels/attn_fp8_sm90.cu"; then
-  echo "FAIL: the default variants are no longer v16 and v147: update the SASS check in $0"
+   ! grep -q "define H3_SM90_SMOOTH_VARIANT 150$" "$here/kernels/attn_fp8_sm90.cu"; then
+  echo "FAIL: the default variants are no longer v16 and v150: update the SASS check in $0"
   fail=1
 elif [ -n "$cuobjdump" ]; then
   if PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$cubin" >"$sass" 2>/dev/null; then
     if python3 "$here/tests/sass_loop_check.py" "$sass" 16 \
-         v16=_Z24h3k_attn_fp8_sm90_kernelILi2ELj129E v78=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELi0ELj65664E \
-         v147=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELi0ELj33620096E; then
-      sass_note="SASS of v16, v78 and v147 ($cuobjdump): QGMMA in the main loop, no local memory, no long MUFU run"
+         v16=_Z24h3k_attn_fp8_sm90_kernelILi2ELj129E v153=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELi0ELj134283392E \
+         v150=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELi0ELj167837824E; then
+      sass_note="SASS of v16, v153 and v150 ($cuobjdump): QGMMA in the main loop, no local memory, no long MUFU run"
     else
       echo "FAIL: the SASS of a default variant's main loop (lines above)"
       fail=1
