@@ -1,11 +1,17 @@
-# GPU attention tests (issue 4, label "gpu"): every FP8 attention kernel of the
-# build against its CPU twin and exact attention; exits 77 without a GPU.
-# h3kernels is linked whole-archive: the test's weak "sm90 not available"
-# stand-ins must not stop the linker from pulling in the real Hopper kernel.
+# GPU attention tests (label "gpu"): every FP8 attention kernel of the build
+# against its CPU twin and exact attention; exits 77 without a GPU. With an
+# sm_90a image built (H3_BUILT_SM90A) the Hopper kernel must run on an sm_90
+# device: not running is a failure. With the lab, --variant N tests a lab
+# variant (lab/lab.h).
 if(H3_HAVE_CUDA)
-  h3_test(test_gpu_attention SOURCES test_gpu_attention.c
-          LIBS "$<LINK_LIBRARY:WHOLE_ARCHIVE,h3kernels>" h3cpu h3core CUDA::cudart LABELS gpu)
+  h3_test(test_gpu_attention SOURCES test_gpu_attention.c LIBS h3kernels h3cpu h3core CUDA::cudart LABELS gpu)
   target_compile_definitions(test_gpu_attention PRIVATE H3_HAVE_CUDA) # CUDA_CHECK from src/check.h
+  if("90a" IN_LIST H3_CUDA_ARCHS)
+    target_compile_definitions(test_gpu_attention PRIVATE H3_BUILT_SM90A)
+  endif()
+  if(TARGET h3lab)
+    target_link_libraries(test_gpu_attention PRIVATE h3lab)
+  endif()
 endif()
 # The shape sweep of the reliability issue (S = 1..4096 over every tile
 # residue, heads 1..8, S = 30271..30273 and 75600): same binary, --sweep.

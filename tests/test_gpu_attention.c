@@ -44,19 +44,16 @@
 #include "numerics.h"
 #include "rng.h"
 
-/* Until the Hopper kernel links into every build: weak stand-ins saying "not
- * available". A strong definition in h3kernels replaces them (the test links
- * h3kernels whole-archive so the linker sees it). */
-__attribute__((weak)) int h3k_attn_fp8_sm90_available(void) { return 0; }
-__attribute__((weak)) int h3k_attn_fp8_sm90_key_tile(void) { return 128; }
-__attribute__((weak)) int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                                            const float *sk, const float *sv, const float *vmu, int S, int H,
-                                            uint16_t *O, float *lse, h3_stream stream)
+#ifdef H3_LAB
+#include "lab.h"
+/* --variant N: the lab's variant N instead of the Hopper kernel's default */
+static int g_lab_variant;
+static int lab_attn(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                    const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream)
 {
-    (void)q8; (void)k8; (void)vt8; (void)sq; (void)sk; (void)sv; (void)vmu; (void)S; (void)H; (void)O; (void)lse;
-    (void)stream;
-    return (int)cudaErrorNoKernelImageForDevice;
+    return h3lab_attn_sm90(g_lab_variant, q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
 }
+#endif
 
 #define D 128
 #define GUARD_ROWS 3 /* extra O rows / LSE entries past the end that must stay poisoned */
@@ -539,8 +536,16 @@ static void sweep(const kernel_desc *kd)
 
 int main(int argc, char **argv)
 {
-    int do_sweep = 0, one_S = 0, one_H = 0, one_dist = -1;
+    int do_sweep = 0, one_S = 0, one_H = 0, one_dist = -1, variant = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
+            variant = atoi(argv[++i]);
+#ifndef H3_LAB
+            fprintf(stderr, "test_gpu_attention: --variant needs the lab (configure with -DH3_LAB=ON)\n");
+            return 2;
+#endif
+            continue;
+        }
         if (!strcmp(argv[i], "--case") && i + 3 < argc) {
             one_S = atoi(argv[i + 1]), one_H = atoi(argv[i + 2]), one_dist = atoi(argv[i + 3]);
             i += 3;
@@ -557,7 +562,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--max-s") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
             g_max_s = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: test_gpu_attention [--sweep | --case S H MIX] [--quick | --max-s N]\n");
+            fprintf(stderr, "usage: test_gpu_attention [--sweep | --case S H MIX] [--quick | --max-s N] [--variant N]\n");
             return 2;
         }
     }
@@ -582,12 +587,40 @@ int main(int argc, char **argv)
      * and sm_120 it is a native FP8 MMA with the truncating accumulator. */
     kernels[nk++] = (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 0};
     kernels[nk++] = (kernel_desc){"mma+vsmooth", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 1};
-    /* with V smoothed, attn_fp8_sm90 runs another variant (dit_block's default on Hopper) */
+    /* with V smoothed, attn_fp8_sm90 runs its other kernel (dit_block's default on Hopper) */
     if (h3k_attn_fp8_sm90_available() == 1) {
         kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 0};
         kernels[nk++] = (kernel_desc){"sm90+vsmooth", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 1};
-    } else
-        printf("attn_fp8_sm90: not available on this build/device, not tested\n");
+    } else if (prop.major == 9 && prop.minor == 0) {
+#ifdef H3_BUILT_SM90A
+        printf("FAIL attn_fp8_sm90: this build has sm_90a code and the device is sm_90, but the kernel is not "
+               "available\n");
+        return 1;
+#else
+        printf("attn_fp8_sm90: this build has no sm_90a code (H3_CUDA_ARCHS), not tested\n");
+#endif
+    }
+#ifndef H3_LAB
+    (void)variant;
+#else
+    if (variant) { /* the lab's variant alone, in its own mode */
+        const int sm = h3lab_attn_sm90_smoothed(variant);
+        if (sm < 0) {
+            fprintf(stderr, "test_gpu_attention: --variant %d: the lab has no such variant\n", variant);
+            return 2;
+        }
+        if (!h3k_attn_fp8_sm90_available()) {
+            printf("test_gpu_attention: --variant needs an sm_90 device, skipped\n");
+            return 77;
+        }
+        static char vname[16];
+        snprintf(vname, sizeof vname, "lab v%d", variant);
+        g_lab_variant = variant;
+        printf("lab variant: %s\n", h3lab_attn_sm90_name(variant));
+        nk = 0;
+        kernels[nk++] = (kernel_desc){vname, lab_attn, h3k_attn_fp8_sm90_key_tile(), 1, sm};
+    }
+#endif
 
     static const int Ss[] = {1, 2, 63, 65, 127, 129, 1000, 4097};
     static const int Hs[] = {1, 3};

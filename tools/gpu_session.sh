@@ -9,8 +9,11 @@
 # and on request: fa3 (FlashAttention-3 built from .peers/fa3, a checkout or
 # its .tar.gz, into /tmp/fa3, in the background; the steps after it go on), profiles
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
-# fa3; H3_VARIANTS adds variants), ab (tools/bench/sm90_ab.sh on the
-# model-like q/k/v at S = 30272 for the variants in H3_AB_VARIANTS).
+# fa3; H3_VARIANTS adds lab variants), ab (lab/sm90_ab.sh on the
+# model-like q/k/v at S = 30272 for the lab variants in H3_AB_VARIANTS).
+# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); cases
+# (test_gpu_attention's model-like cases at S = 30272, the default kernels
+# and each lab variant of H3_CASE_VARIANTS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -42,7 +45,7 @@ for s in $steps; do
         sed -i "s|^prefix=.*|prefix=/tmp/jsonc/usr|" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
       fi
       BUILD=build-gpu
-      if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON >"$OUT/build.log" 2>&1 &&
+      if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) >"$OUT/build.log" 2>&1 &&
          cmake --build $BUILD -j16 >>"$OUT/build.log" 2>&1; then summary+=("build: ok"); else summary+=("build: FAILED"); tail -30 "$OUT/build.log"; fi
     fi ;;
   tests)
@@ -93,9 +96,16 @@ for s in $steps; do
     log profiles
     H3_FA3_PATH=${H3_FA3_PATH:-/tmp/fa3} timeout 560 bash tools/bench/profiles.sh "$BUILD" "${H3_PROF_SEQS:-8192,30272,75600}" >"$OUT/profiles.log" 2>&1
     summary+=("profiles: rc=$?"); tail -40 "$OUT/profiles.log" ;;
+  cases)
+    log "model-like attention cases"
+    for v in default ${H3_CASE_VARIANTS:-}; do
+      args=(); [ "$v" = default ] || args=(--variant "$v")
+      H3_TEST_SEED=${H3_TEST_SEED:-1} timeout 120 "$BUILD/tests/test_gpu_attention" "${args[@]}" --case 30272 2 4 >"$OUT/case_$v.log" 2>&1
+      summary+=("case 30272 2 model-like, $v: rc=$?"); cat "$OUT/case_$v.log"
+    done ;;
   ab)
     log "sm90_ab on the model-like q/k/v"
-    H3_AB_QKV=${H3_AB_QKV:-/tmp/h3prof/qkv_model_30272.safetensors} timeout 400 bash tools/bench/sm90_ab.sh "$BUILD" \
+    H3_AB_QKV=${H3_AB_QKV:-/tmp/h3prof/qkv_model_30272.safetensors} timeout 400 bash lab/sm90_ab.sh "$BUILD" \
       "${H3_AB_VARIANTS:-147,150}" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
     summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
   sanitize)

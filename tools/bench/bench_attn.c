@@ -21,7 +21,8 @@
  * h3_fp8_sm90_vs: the Hopper kernel on the smoothed-V path that dit_block
  * takes by default (a V mean passed: its own variant and the mean added in
  * the epilogue; the mean passed is 0, exact for this unsmoothed N(0,1) V).
- * With H3_SM90_VARIANT=N only the row of vN's mode is timed.
+ * With --variant N (a build with -DH3_LAB=ON) the lab's variant N is timed
+ * alone, as row lab_vN, in its own mode (lab/attn_sm90_lab.cu).
  * --quant also
  * times h3k_qk_norm_rope_quant (the fused stage that feeds attention), as
  * the block runs it and with Q/K rotation (row qk_norm_rope_quant+rot).
@@ -208,6 +209,16 @@ static void write_json(const char *path, int H)
     fprintf(f, "\n  ]\n}\n");
     fclose(f);
 }
+
+#ifdef H3_LAB
+#include "lab.h"
+static int g_lab_variant;
+static int lab_attn(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                    const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream)
+{
+    return h3lab_attn_sm90(g_lab_variant, q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
+}
+#endif
 
 static row_t *new_row(const char *kernel, int S, int H)
 {
@@ -773,7 +784,8 @@ static void usage(void)
     fprintf(stderr, "usage: bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10] [--warmup 2]\n"
                     "                  [--kernels mma,sm90] [--quant] [--accuracy] [--accuracy-only]\n"
                     "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n"
-                    "                  [--qkv FILE[,FILE...]]   (attention inputs from files instead of N(0,1))\n");
+                    "                  [--qkv FILE[,FILE...]]   (attention inputs from files instead of N(0,1))\n"
+                    "                  [--variant N]            (lab builds: the lab's Hopper variant N alone)\n");
     exit(2);
 }
 
@@ -783,6 +795,7 @@ int main(int argc, char **argv)
     int do_quant = 0, do_acc = 0, no_selfcheck = 0, acc_only = 0, acc_S = 8192, acc_H = 8;
     uint64_t seed = 1234;
     const char *json = NULL, *kernels = "mma,sm90", *qkv = NULL;
+    int variant = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -817,6 +830,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--json")) {
             NEEDVAL;
             json = val;
+        } else if (!strcmp(a, "--variant")) {
+            NEEDVAL;
+            variant = atoi(val);
+            if (variant < 1) usage();
         } else if (!strcmp(a, "--qkv")) {
             NEEDVAL;
             qkv = val;
@@ -855,15 +872,25 @@ int main(int argc, char **argv)
         printf("bench_attn: h3k_attn_fp8_sm90 not available on this device/build; skipped\n");
         ks[1].enabled = ks[2].enabled = 0;
     }
-    /* H3_SM90_VARIANT=N names one variant, which runs in one mode only (with
-     * or without V's mean): time just that row, so the scripts that set it
-     * (sm90_ab.sh, sm90_variants.sh, attn_in_block.sh) measure vN itself. */
-    const char *venv = getenv("H3_SM90_VARIANT");
-    if (ks[1].enabled && venv && *venv) {
-        char want[24];
-        snprintf(want, sizeof want, "v%s ", venv);
-        const int smoothed = strncmp(h3k_attn_fp8_sm90_variant_name(1), want, strlen(want)) == 0;
-        ks[smoothed ? 1 : 2].enabled = 0;
+    /* --variant N (lab builds): the lab's variant N alone, as row lab_vN, in
+     * its own mode (with or without V's mean) */
+    if (variant) {
+#ifdef H3_LAB
+        static char vrow[32];
+        const int sm = h3lab_attn_sm90_smoothed(variant);
+        if (sm < 0) {
+            fprintf(stderr, "bench_attn: --variant %d: the lab has no such variant\n", variant);
+            return 2;
+        }
+        g_lab_variant = variant;
+        snprintf(vrow, sizeof vrow, "lab_v%d", variant);
+        ks[0].enabled = ks[1].enabled = 0;
+        ks[2] = (kernel_t){vrow, lab_attn, h3k_attn_fp8_sm90_available(), sm};
+        printf("lab variant: %s\n", h3lab_attn_sm90_name(variant));
+#else
+        fprintf(stderr, "bench_attn: --variant needs the lab (configure with -DH3_LAB=ON)\n");
+        return 2;
+#endif
     }
     const int maxH = H > acc_H ? H : acc_H;
     CK(cudaMalloc((void **)&g_zero_mu, sizeof(float) * 128 * (size_t)maxH));
@@ -875,10 +902,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_attn: WARNING: the self-check failed: accuracy figures below are suspect\n");
     }
     printf("bench_attn on %s: H = %d, %d warm-up + %d timed runs, median\n", g_device, H, warmup, reps);
-    if (ks[1].enabled || ks[2].enabled)
-        printf("attn_fp8_sm90 variant: %s; with smoothed V (h3_fp8_sm90_vs): %s\n",
-               ks[1].enabled ? h3k_attn_fp8_sm90_variant_name(0) : "(not timed)",
-               ks[2].enabled ? h3k_attn_fp8_sm90_variant_name(1) : "(not timed)");
+    if (!variant && (ks[1].enabled || ks[2].enabled))
+        printf("attn_fp8_sm90: %s; with smoothed V (h3_fp8_sm90_vs): %s\n", h3k_attn_fp8_sm90_variant_name(0),
+               h3k_attn_fp8_sm90_variant_name(1));
 
     if (qkv && !acc_only) {
         char *list = strdup(qkv);

@@ -10,8 +10,9 @@
 # v: tools/bench/torch_block.py --dump-qkv), then on those same files
 #   bench_attn --qkv     our default kernels (h3_fp8_sm90_vs = dit_block's
 #                        default, V smoothed; h3_fp8_sm90 = --smooth-v off;
-#                        h3_fp8_mma = the portable kernel), and each variant of
-#                        H3_VARIANTS (e.g. "16 147 150") alone, as vN
+#                        h3_fp8_mma = the portable kernel), and, in a build
+#                        with the lab (-DH3_LAB=ON), each lab variant of
+#                        H3_VARIANTS (e.g. "147 151") alone, as vN
 #   peers_attention.py   H3_PEERS (default cudnn_bf16,cudnn_fp8,fa3_fp8); FA3 from
 #                        H3_FA3_PATH (a build of tools/bench/build_fa3.sh)
 # then tools/bench/profiles_table.py prints one table (ms, TFLOPS, error vs
@@ -58,7 +59,7 @@ echo "== bench_attn: default kernels"
 timeout 300 "$B/tools/bench/bench_attn" --qkv "$list" --reps "$REPS" --no-selfcheck --json "$OUT/prof_ours.json"
 for v in ${H3_VARIANTS:-}; do
   echo "== bench_attn: v$v"
-  H3_SM90_VARIANT=$v timeout 300 "$B/tools/bench/bench_attn" --qkv "$list" --kernels sm90 --reps "$REPS" \
+  timeout 300 "$B/tools/bench/bench_attn" --variant "$v" --qkv "$list" --reps "$REPS" \
     --no-selfcheck --json "$OUT/prof_v$v.json"
 done
 echo "== peers: $PEERS"

@@ -4,7 +4,7 @@
     python3 tools/bench/profiles_table.py OUT_DIR [--json FILE]
 
 Reads OUT_DIR/prof_ours.json (bench_attn --qkv: our default kernels),
-OUT_DIR/prof_vN.json (bench_attn --qkv with H3_SM90_VARIANT=N: row "vN") and
+OUT_DIR/prof_vN.json (bench_attn --qkv --variant N, a lab build: row "vN") and
 OUT_DIR/prof_peers.json (peers_attention.py --qkv), and prints for every kernel,
 profile and S: median ms, TFLOPS and the relative RMS error against exact
 (FP64) attention on the same 1024 sampled query rows; then, per profile and S,

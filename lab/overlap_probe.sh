@@ -5,12 +5,12 @@
 # line and the median clock and power of the samples above 150 W (the
 # probe's own runs). The probe's rates assume the maximum clock; divide by
 # the sampled clock's share of it for the rates per real clock.
-# Usage: tools/bench/overlap_probe.sh BUILD_DIR [GROUPS=100000]  (H3_PROBE_MODES="T TE ..." picks modes)
+# Usage: lab/overlap_probe.sh BUILD_DIR [GROUPS=100000]  (H3_PROBE_MODES="T TE ..." picks modes)
 set -uo pipefail
 B=${1:?usage: overlap_probe.sh BUILD_DIR [GROUPS]}
 G=${2:-100000}
-P="$B/tools/bench/overlap_probe"
-[ -x "$P" ] || { echo "overlap_probe.sh: $P not built (needs 90a in H3_CUDA_ARCHS)" >&2; exit 2; }
+P="$B/lab/overlap_probe"
+[ -x "$P" ] || { echo "overlap_probe.sh: $P not built (configure with -DH3_LAB=ON)" >&2; exit 2; }
 command -v nvidia-smi >/dev/null || { echo "overlap_probe.sh: no nvidia-smi (no GPU?)" >&2; exit 77; }
 for m in ${H3_PROBE_MODES:-T E TE TEs F TF I TI Th TEh TEsh TFh}; do
   f=$(mktemp)

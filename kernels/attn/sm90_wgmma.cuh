@@ -1,8 +1,8 @@
-/* sm90_utils.cuh — thin PTX wrappers for Hopper (sm_90a): mbarriers, TMA
- * (cp.async.bulk.tensor), wgmma descriptors and FP8 wgmma, setmaxnreg,
- * named barriers.
- * Only meaningful in device passes with __CUDA_ARCH_FEAT_SM90_ALL; the
- * includer guards their use. Layout facts (PTX ISA, checked against CUTLASS
+/* sm90_wgmma.cuh — FP8 wgmma for the Hopper attention kernels: operand
+ * descriptors, the fence / commit / wait protocol, the two GEMM shapes
+ * (S = Q K^T from shared memory, O += P V with P from registers), and the
+ * issue helpers the kernels call. Device code for sm_90a only (the includer
+ * guards it). Layout facts (PTX ISA, checked against CUTLASS
  * cute/arch/mma_sm90_desc.hpp and mma_traits_sm90_gmma.hpp):
  *   descriptor  bits 0-13 start address >> 4, 16-29 LBO >> 4 (unused for
  *               swizzled K-major, 1 by convention), 32-45 SBO >> 4, 49-51
@@ -13,93 +13,14 @@
  *               (g = lane / 4, t = lane % 4).
  *   A registers m64nNk32 8-bit: a[r] byte b: row 16w + g + 8*(r & 1),
  *               k = 4t + b + 16*(r >> 1) (the mma.sync m16n8k32 A fragment). */
-#ifndef H3_SM90_UTILS_CUH
-#define H3_SM90_UTILS_CUH
+#ifndef H3_SM90_WGMMA_CUH
+#define H3_SM90_WGMMA_CUH
 
 #include <stdint.h>
 
+#include "sm90_layout.cuh"
+
 namespace sm90 {
-
-static __device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* ---- mbarrier ---- */
-static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-/* Makes the initialised barriers visible to the async proxy (TMA). */
-static __device__ __forceinline__ void fence_barrier_init()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-static __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-/* Waits until the phase with this parity has completed. On a fresh barrier
- * parity 1 (the "previous" phase) counts as completed: producers start there. */
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "LAB_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra LAB_WAIT;\n}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-
-/* Shared-memory counter: returns the old value. acq_rel: the caller's
- * earlier reads of a stage happen before the last arriver's refill. */
-static __device__ __forceinline__ uint32_t smem_count(uint32_t addr)
-{
-    uint32_t old;
-    asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(old) : "r"(addr) : "memory");
-    return old;
-}
-
-/* Generic-proxy shared-memory writes made visible to the async proxy
- * (wgmma operands written by threads). */
-static __device__ __forceinline__ void fence_proxy_async_smem()
-{
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-/* Named barrier id over nthreads threads (a warpgroup: 128). */
-static __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t nthreads)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
-}
-
-/* ---- TMA: 2D tiled load into shared memory, completing on an mbarrier ---- */
-static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1)
-{
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
-            dst),
-        "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1)
-        : "memory");
-}
-static __device__ __forceinline__ void prefetch_tmap(const void *tmap)
-{
-    asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)tmap) : "memory");
-}
-
-/* ---- register budget per warpgroup ---- */
-template <int N> static __device__ __forceinline__ void setmaxnreg_inc()
-{
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
-}
-template <int N> static __device__ __forceinline__ void setmaxnreg_dec()
-{
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
 
 /* ---- wgmma ---- */
 /* K-major operand, 128-byte swizzle, rows of 128 bytes: 8-row atoms of 1024
@@ -165,37 +86,6 @@ static __device__ __forceinline__ void wgmma_ss_m64n128k32_zero(float (&d)[64], 
         : "l"(da), "l"(db));
 }
 
-/* As wgmma_ss_m64n128k32 with an FP16 accumulator, 32 registers: d[j]
- * holds as f16x2 the pair the f32 layout keeps in d32[2j], d32[2j + 1]
- * (two adjacent columns of one row). */
-static __device__ __forceinline__ void wgmma_ss_m64n128k32_f16(uint32_t (&d)[32], uint64_t da, uint64_t db, int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
-        :
-          "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-        : "l"(da), "l"(db), "r"(accumulate));
-}
-
-/* wgmma_ss_m64n128k32_f16 with no accumulator input (D's old values dead). */
-static __device__ __forceinline__ void wgmma_ss_m64n128k32_f16_zero(uint32_t (&d)[32], uint64_t da, uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]),
-          "=r"(d[8]), "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]), "=r"(d[14]), "=r"(d[15]),
-          "=r"(d[16]), "=r"(d[17]), "=r"(d[18]), "=r"(d[19]), "=r"(d[20]), "=r"(d[21]), "=r"(d[22]), "=r"(d[23]),
-          "=r"(d[24]), "=r"(d[25]), "=r"(d[26]), "=r"(d[27]), "=r"(d[28]), "=r"(d[29]), "=r"(d[30]), "=r"(d[31])
-        : "l"(da), "l"(db));
-}
-
 /* D[64x128] (+)= A[64x32] . B[128x32]^T, A from registers (ALayout_64x32), B from shared memory. */
 static __device__ __forceinline__ void wgmma_rs_m64n128k32(float (&d)[64], const uint32_t (&a)[4], uint64_t db,
                                                            int accumulate)
@@ -217,5 +107,67 @@ static __device__ __forceinline__ void wgmma_rs_m64n128k32(float (&d)[64], const
 }
 
 } // namespace sm90
+
+namespace {
+
+/* S = Q K^T for the K tile at sk_addr (async; commit group), accumulating
+ * over the 4 k-steps of 32 bytes (+2 in the descriptor's address field);
+ * the fences keep S's registers live across the issue (the two-consumer
+ * kernel overlaps this GEMM with the previous tile's P V). */
+static __device__ __forceinline__ void issue_qk(Consumer &c, uint64_t dq, uint32_t sk_addr)
+{
+    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(c.s, dq + 2 * kk, dk + 2 * kk, kk > 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+}
+
+/* S = Q K^T as issue_qk, without the fences that keep S's old values live
+ * (the wg3 loop has no registers to spare for them between tiles). */
+static __device__ __forceinline__ void issue_qk_fresh(Consumer &c, uint64_t dq, uint32_t sk_addr)
+{
+    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
+    sm90::wgmma_fence();
+    sm90::wgmma_ss_m64n128k32_zero(c.s, dq, dk);
+#pragma unroll
+    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(c.s, dq + 2 * kk, dk + 2 * kk, 1);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+}
+
+/* acc (+)= P V for the V^T tile at sv_addr (async; commit group);
+ * accumulate = 0 starts acc afresh. The production kernels start every
+ * tile's P V from zero and add it to O in FP32 themselves: Hopper's FP8
+ * wgmma adds into its accumulator keeping ~13 mantissa bits, truncating
+ * (DeepSeek-V3 §3.5.2; SageAttention2 measured the same), so an O summed
+ * over hundreds of key tiles inside the tensor cores loses every small
+ * contribution that follows a large one -- on V with a mean, or on sharp
+ * rows, several percent of O. Within one tile (4 k-steps) the loss is
+ * ~2^-13 relative. */
+static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], uint32_t (&p)[4][4], uint32_t sv_addr,
+                                                   bool accumulate)
+{
+    const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) sm90::fence_reg(p[kk][r]);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(acc, p[kk], dv + 2 * kk, accumulate || kk > 0);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+}
+
+} // namespace
 
 #endif

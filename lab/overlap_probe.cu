@@ -38,12 +38,12 @@
 #include <string.h>
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include "sm90_utils.cuh"
+#include "sm90_lab_utils.cuh"
 #endif
 
 namespace {
 
-constexpr int kThreads = 384;
+constexpr int kProbeThreads = 384;
 constexpr int kChains = 16;       /* independent exp chains per thread */
 constexpr int kExpPerGroup = 4;   /* exp iterations (x kChains ex2 per thread) per tensor group, balancing E with T */
 constexpr int kFmaPerGroup = 32;  /* FFMA iterations (x kChains) per tensor group, balancing F with T */
@@ -110,13 +110,13 @@ static __device__ __forceinline__ float tensor_groups(uint32_t base, int groups,
 }
 #endif
 
-template <int kMode> __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int groups, float *sink)
+template <int kMode> __global__ void __launch_bounds__(kProbeThreads, 1) probe_kernel(int groups, float *sink)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
     /* operands: small e4m3 codes (0x30 = 1.0); values do not matter for timing */
-    for (int i = threadIdx.x; i < (8192 + 16384) / 4; i += kThreads)
+    for (int i = threadIdx.x; i < (8192 + 16384) / 4; i += kProbeThreads)
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + 4 * i), "r"(0x30303030u));
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
@@ -175,12 +175,12 @@ template <int kMode> static int time_mode(const char *name, int sms, int groups,
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    probe_kernel<kMode><<<sms, kThreads, kSmem>>>(groups, sink); /* warm-up */
+    probe_kernel<kMode><<<sms, kProbeThreads, kSmem>>>(groups, sink); /* warm-up */
     CK(cudaGetLastError());
     float ms[64];
     for (int r = 0; r < reps; ++r) {
         CK(cudaEventRecord(a));
-        probe_kernel<kMode><<<sms, kThreads, kSmem>>>(groups, sink);
+        probe_kernel<kMode><<<sms, kProbeThreads, kSmem>>>(groups, sink);
         CK(cudaEventRecord(b));
         CK(cudaEventSynchronize(b));
         CK(cudaEventElapsedTime(&ms[r], a, b));
@@ -274,7 +274,7 @@ int main(int argc, char **argv)
         return 77;
     }
     float *sink = NULL;
-    CK(cudaMalloc(&sink, kThreads * sizeof(float)));
+    CK(cudaMalloc(&sink, kProbeThreads * sizeof(float)));
     const double ghz = clk_khz * 1e-6;
     printf("overlap_probe: %d SMs, %d groups of 4 wgmma m64n128k32 per warpgroup, %d ex2 per exp thread per group\n",
            sms, groups, kChains * kExpPerGroup);

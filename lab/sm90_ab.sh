@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# sm90_ab.sh — timing comparison of attn_fp8_sm90 variants that resists the
+# sm90_ab.sh — timing comparison of the lab's Hopper variants (lab/attn_sm90_lab.cu,
+# a build configured with -DH3_LAB=ON) that resists the
 # H200's drifting clocks: ROUNDS rounds, each timing every listed variant
 # once (bench_attn, H = 56, REPS timed runs, at S = 30272 or at each S of
 # H3_AB_SEQS, e.g. H3_AB_SEQS=4096,8192,30272), so every variant sees the
@@ -8,7 +9,7 @@
 # the inputs are those files' q, k, v (bench_attn --qkv: a real block's
 # attention inputs, e.g. the model-like profile) instead of N(0,1) at H3_AB_SEQS,
 # and each line also gives the variant's error against exact attention.
-# Usage: [H3_AB_SEQS=S1,S2..] [H3_AB_QKV=F1,..] tools/bench/sm90_ab.sh BUILD_DIR VARIANTS [ROUNDS=2] [REPS=30]
+# Usage: [H3_AB_SEQS=S1,S2..] [H3_AB_QKV=F1,..] lab/sm90_ab.sh BUILD_DIR VARIANTS [ROUNDS=2] [REPS=30]
 set -uo pipefail
 B=${1:?usage: sm90_ab.sh BUILD_DIR VARIANTS [ROUNDS] [REPS]}
 VARS=${2:?variants, e.g. 1,16,34}
@@ -27,16 +28,15 @@ declare -A all
 for r in $(seq 1 "$ROUNDS"); do
   for v in ${VARS//,/ }; do
     clk=$(nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader 2>/dev/null | tr -d ' ')
-    # with H3_SM90_VARIANT set bench_attn times vN only, in its own mode's row
-    # (h3_fp8_sm90, or h3_fp8_sm90_vs for variants that add V's mean, e.g. v78)
+    # bench_attn --variant N times vN only, as row lab_vN
     if [ -n "$QKV" ]; then
       # one row per file, in file order: "file ms err"
-      rows=$(H3_SM90_VARIANT=$v timeout $((120 * nseq)) "$B/tools/bench/bench_attn" --qkv "$QKV" --kernels sm90 \
-           --reps "$REPS" --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1 ~ /^h3_fp8_sm90/ {print $2 "/" $3, $5, $7}' |
+      rows=$(timeout $((120 * nseq)) "$B/tools/bench/bench_attn" --variant "$v" --qkv "$QKV" \
+           --reps "$REPS" --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1 ~ /^lab_v/ {print $2 "/" $3, $5, $7}' |
            paste -d' ' <(tr ',' '\n' <<<"$QKV") -)
     else
-      rows=$(H3_SM90_VARIANT=$v timeout $((120 * nseq)) "$B/tools/bench/bench_attn" --seqs "$SEQS" --kernels sm90 \
-           --reps "$REPS" --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1 ~ /^h3_fp8_sm90/ {print $2, $5}')
+      rows=$(timeout $((120 * nseq)) "$B/tools/bench/bench_attn" --variant "$v" --seqs "$SEQS" \
+           --reps "$REPS" --no-selfcheck 2>>"$OUT/stderr.log" | awk '$1 ~ /^lab_v/ {print $2, $5}')
     fi
     for S in ${SEQS//,/ }; do
       ms=$(awk -v s="$S" '$1 == s {print $3 ? $3 : $2}' <<<"$rows")

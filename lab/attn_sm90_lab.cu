@@ -1,0 +1,661 @@
+/* attn_sm90_lab.cu — experiments on the Hopper attention kernel that are
+ * still worth running, built only with -DH3_LAB=ON (lab/CMakeLists.txt) and
+ * never used by the production code in kernels/. It reuses the production
+ * pieces (kernels/attn/sm90_*.cuh) and adds one generalised three-consumer
+ * loop whose compile-time options switch the experiments on:
+ *
+ *   v73   O kept in the tensor cores' accumulator and folded to an FP32 copy
+ *         in shared memory every 8 tiles (no V mean)
+ *   v78   O never folded (kept in the tensor cores for the whole row), V's
+ *         mean added -- the default before it drifted on sharp rows
+ *   v147  v78 with each tile's softmax scalars in a table (v78 past 376k)
+ *   v148  v147 with the running max started finite (no -inf guards)
+ *   v130  v78 with S summed in FP16 and the softmax on f16x2 (kS16 below);
+ *         v136 / v137 its f16 exponent bias not / always compensated
+ *   v150  the production kernel (kernels/attn/sm90_wg3.cuh), for A/B runs
+ *   v151  v150 without V's mean (for unsmoothed V)
+ *   v152  v150 with the running max started finite
+ *   v155  v147 with O folded to FP32 in shared memory every 8 tiles
+ *
+ * Results of every variant, and of those retired to git history, are in
+ * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
+ * (lab.h): h3lab_attn_sm90(variant, ...), h3lab_attn_sm90_name(variant),
+ * h3lab_attn_sm90_smoothed(variant); tools/bench/bench_attn --variant N and
+ * tests/test_gpu_attention --variant N use them when built with H3_LAB. */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "kernels.h"
+#include "lab.h"
+#include "sm90_epilogue.cuh"
+#include "sm90_lab_utils.cuh"
+#include "sm90_layout.cuh"
+#include "sm90_pipeline.cuh"
+#include "sm90_softmax.cuh"
+#include "sm90_wgmma.cuh"
+
+extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The loop's options (bits of the lab kernel's kF template parameter). */
+enum : unsigned {
+    kFTcO = 1u,     /* O accumulated in the tensor cores (never folded, or folded to shared memory every kFlush tiles) */
+    kFFoldS = 2u,   /* each tile's P V into the S registers, O = fma(O, alpha, PV) in FP32 registers (production) */
+    kFVMean = 4u,   /* V smoothed: its mean added in the epilogue */
+    kFTab = 8u,     /* each tile's softmax scalars computed once per CTA into shared memory */
+    kFFinite = 16u, /* the running max starts at -FLT_MAX: no -inf guards in the softmax */
+    kFS16 = 32u,    /* S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
+    kFS16NC = 64u,  /* with kFS16: the exponent's f16 bias not compensated (softmax16) */
+    kFS16AC = 128u, /* with kFS16: the bias compensated in every tile (softmax16) */
+};
+
+/* The production layout plus, with kO32, the FP32 copy of O in shared memory
+ * (64 floats per consumer thread) that the kFlush folds use. */
+template <int St, bool kO32> struct LabLayout3 {
+    using P = SmemLayout3<St>;
+    static constexpr uint32_t kOffK = P::kOffK, kOffV = P::kOffV, kOffO = P::kOffBar,
+                              kOffBar = kOffO + (kO32 ? kWg3Consumers * 128 * 64 * 4 : 0), kOffTab = kOffBar + 128;
+    static constexpr int kBytes = (int)kOffBar + 128 + 1024;
+    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+};
+
+/* ---- kS16 (v130, v136, v137): S = Q K^T summed in FP16 ----
+ * The question: does an FP16 accumulator for Q K^T (wgmma .f16.e4m3.e4m3,
+ * 32 registers instead of 64) with the softmax on f16x2 pairs (max.f16x2,
+ * fma.rn.f16x2, ex2.approx.f16x2, a tree of add.f16x2 for the row sums, P8
+ * converted from f16x2) make the loop faster? Half the S registers; in the
+ * SASS 372 instructions per key tile against v78's 421 (no MUFU saved:
+ * ex2.approx.f16x2 is two MUFU.EX2.F16, plus PRMTs to pair the halves).
+ * FP16 overflows at 65504: with Q and K codes up to 448, 128 products reach
+ * 25.7M. So each consumer warpgroup first scales its Q codes in shared memory
+ * by 2^-9 (e4m3 -> f16 -> x 2^-9 -> e4m3 satfinite RNE; codes below 2^-6 of
+ * the new range lose precision, below 2^-10 become 0), which bounds every
+ * partial sum by 128 x 0.875 x 448 = 50176, and multiplies the tile scalar by
+ * 2^9. Not the contract's arithmetic: the exponents are f16 fmas (their
+ * bias compensated, see softmax16), the row sums FP16 trees, P8 rounded
+ * from f16 exps. First run 2026-12-06 (H100): 6.6% faster than v78, as
+ * accurate against FP64; the f16x2 register layout checked by the tests. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace {
+struct Consumer16 {
+    uint32_t s[32];   /* S as f16x2: s[2j] row g keys 8j + 2t, +1; s[2j + 1] the same keys of row g + 8; then p */
+    float o[64];      /* O accumulator (tensor cores, never folded) */
+    uint32_t p[4][4]; /* P8 as wgmma A fragments */
+    float m0, m1, l0, l1;
+    float lz0 = 0.f, lz1 = 0.f; /* the LSE's row sums (softmax16's kBiasLazy); l0, l1 normalise O */
+};
+
+/* store_output's LSE sums: lz (reduced over the row's four threads) */
+static __device__ __forceinline__ void lse_sums(Consumer16 &c, float &z0, float &z1)
+{
+    c.lz0 += __shfl_xor_sync(0xffffffffu, c.lz0, 1);
+    c.lz1 += __shfl_xor_sync(0xffffffffu, c.lz1, 1);
+    c.lz0 += __shfl_xor_sync(0xffffffffu, c.lz0, 2);
+    c.lz1 += __shfl_xor_sync(0xffffffffu, c.lz1, 2);
+    z0 = c.lz0;
+    z1 = c.lz1;
+}
+
+static __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hexp2_fma(uint32_t x, uint32_t c, uint32_t b)
+{
+    uint32_t r;
+    asm("{\n.reg .b32 y;\nfma.rn.f16x2 y, %1, %2, %3;\nex2.approx.f16x2 %0, y;\n}" : "=r"(r) : "r"(x), "r"(c), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ uint32_t f2h2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static __device__ __forceinline__ float2 h2f(uint32_t a)
+{
+    float2 r;
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}"
+        : "=f"(r.x), "=f"(r.y)
+        : "r"(a));
+    return r;
+}
+/* e4m3 codes of the pairs a (bytes 0, 1) and b (bytes 2, 3), satfinite RNE */
+static __device__ __forceinline__ uint32_t e4m3x4_from_h2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 lo, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 hi, %2;\n"
+        "mov.b32 %0, {lo, hi};\n}"
+        : "=r"(r)
+        : "r"(a), "r"(b));
+    return r;
+}
+/* four e4m3 codes times 2^-9, back to e4m3 (satfinite RNE) */
+static __device__ __forceinline__ uint32_t e4m3x4_scale_2m9(uint32_t w)
+{
+    uint32_t r;
+    asm("{\n.reg .b16 a, b, ra, rb;\n.reg .b32 ha, hb;\n"
+        "mov.b32 {a, b}, %1;\n"
+        "cvt.rn.f16x2.e4m3x2 ha, a;\n"
+        "cvt.rn.f16x2.e4m3x2 hb, b;\n"
+        "mul.rn.f16x2 ha, ha, %2;\n"
+        "mul.rn.f16x2 hb, hb, %2;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 ra, ha;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 rb, hb;\n"
+        "mov.b32 %0, {ra, rb};\n}"
+        : "=r"(r)
+        : "r"(w), "r"(0x18001800u)); /* 2^-9 in both halves */
+    return r;
+}
+
+/* Consumer warpgroup wgi's 64 Q rows (8 KB at qb, thread tw's words tw +
+ * 128 i) times 2^-9, then made visible to wgmma (async proxy) and waited
+ * for by the whole warpgroup (named barrier 1 + wgi). */
+static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
+{
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        const uint32_t addr = qb + (uint32_t)(tw + 128 * i) * 4u;
+        uint32_t v;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+        v = e4m3x4_scale_2m9(v);
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+    }
+    sm90::fence_proxy_async_smem();
+    sm90::named_bar_sync(1 + wgi, 128);
+}
+
+static __device__ __forceinline__ void issue_qk16(uint32_t (&s16)[32], uint64_t dq, uint32_t sk_addr)
+{
+    const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
+    sm90::wgmma_fence();
+    sm90::wgmma_ss_m64n128k32_f16_zero(s16, dq, dk);
+#pragma unroll
+    for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32_f16(s16, dq + 2 * kk, dk + 2 * kk, 1);
+    sm90::wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
+}
+
+/* keys >= kvalid (past S, last tile only) -> -inf in both rows */
+static __device__ __forceinline__ void mask_keys16(uint32_t *s, int kvalid, int t)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int k0 = 8 * j + 2 * t;
+        const uint32_t m = k0 >= kvalid ? 0xFFFFFFFFu : (k0 + 1 >= kvalid ? 0xFFFF0000u : 0u);
+        s[2 * j] = (s[2 * j] & ~m) | (0xFC00FC00u & m);
+        s[2 * j + 1] = (s[2 * j + 1] & ~m) | (0xFC00FC00u & m);
+    }
+}
+
+/* The thread's 16 pairs of row g (s[2j]) and of row g + 8 (s[2j + 1])
+ * combined by Op as two trees of depth 4; each result is still a pair (its
+ * halves not combined). Max and the row sums use the same shape. */
+template <uint32_t (*Op)(uint32_t, uint32_t)>
+static __device__ __forceinline__ void row_trees16(const uint32_t *s, uint32_t &row_g, uint32_t &row_g8)
+{
+    uint32_t a[8], b[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        a[j] = Op(s[4 * j], s[4 * j + 2]);
+        b[j] = Op(s[4 * j + 1], s[4 * j + 3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        a[j] = Op(a[j], a[j + 4]);
+        b[j] = Op(b[j], b[j + 4]);
+    }
+    row_g = Op(Op(a[0], a[2]), Op(a[1], a[3]));
+    row_g8 = Op(Op(b[0], b[2]), Op(b[1], b[3]));
+}
+
+/* The new running maxima of a packed S tile's two rows (max on f16x2 is
+ * exact, so the maxima equal those of the unpacked values): mn = max(m,
+ * cs max s), and mu, the exponents' bias (0 while a row has no valid key). */
+static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const Consumer16 &c, float cs, float &mn0,
+                                                 float &mn1, float &mu0, float &mu1)
+{
+    uint32_t ma, mb;
+    row_trees16<hmax2>(s, ma, mb);
+    /* (row g, row g + 8) in one pair: lo halves, hi halves, their max */
+    uint32_t m2 = hmax2(__byte_perm(ma, mb, 0x5410), __byte_perm(ma, mb, 0x7632));
+    m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 1));
+    m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 2));
+    const float2 mx = h2f(m2);
+    mn0 = fmaxf(c.m0, mx.x * cs);
+    mn1 = fmaxf(c.m1, mx.y * cs);
+    mu0 = mn0 == -INFINITY ? 0.f : mn0;
+    mu1 = mn1 == -INFINITY ? 0.f : mn1;
+}
+
+/* softmax on the f16x2 S c.s (as softmax() with kExpScale), P8 fragments
+ * into c.p; keys >= kvalid masked (the ragged last tile). kBias: how the f16 bias of the exponents is made consistent with the
+ * FP32 reference maximum (see the comment inside); kBiasOff the first v130
+ * (v136), kBiasAlways compensated in every tile (v137), kBiasLazy (v130)
+ * compensated only where the maximum moves or the rounding is large. */
+enum { kBiasOff = 0, kBiasAlways = 1, kBiasLazy = 2 };
+template <int kBias = kBiasLazy>
+static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kvalid, int t, float &alpha0,
+                                                 float &alpha1, float lmult, float imult)
+{
+    uint32_t(&s)[32] = c.s;
+    if (kvalid < kBN) mask_keys16(s, kvalid, t);
+    float mn0, mn1, mu0, mu1;
+    row_max16(s, c, cs, mn0, mn1, mu0, mu1);
+    /* The exponent x = s cs + b is one fma.rn.f16x2, so cs and the bias b
+     * are f16 values. Rounding them as they are (kBiasOff, the first v130)
+     * shifted every p of a row by b's rounding error -- up to |b| 2^-11,
+     * 2.8e-3 on the LSE of N(0,1) scores, 5e-2 on FA3's stress mix -- and
+     * scaled the scores by cs's. With csr = f16(cs), rho = csr / cs,
+     * b = f16(lmult - rho mu) and r = (lmult - rho mu) - b (FP32):
+     *   x = lmult - (mu + r) + s cs + (rho - 1)(s cs - mu)   exactly,
+     * so cs's rounding costs at most 2^-12 of a score's distance from the
+     * maximum (nothing for the largest p; 3e-8 of it in s units where cs is
+     * an f16 subnormal), and b's is a shift r of the row's reference.
+     * kBiasAlways takes mu + r as the new reference (kept in FP32 for alpha
+     * and the LSE), exact, but then alpha != 1 in every tile and rescale_o
+     * never skips its 64 multiplies. kBiasLazy keeps the old reference where
+     * the row maximum did not move and |r| <= 2^-9 (always so while |b| < 8):
+     * alpha stays exactly 1, the tile's p carry a factor 2^-r (<= 0.14%, the
+     * same for the whole tile, so O weighs this tile by 2^-r against the
+     * others, as l does), and a second row sum lz, each tile's sum times
+     * 2^r, gives the LSE exactly. Elsewhere it compensates as kBiasAlways. */
+    const uint32_t cs2 = f2h2(cs, cs);
+    /* b: the exponents' bias; me: the row's new reference maximum (kBiasOff: mu) */
+    const float rho = kBias == kBiasOff ? 1.f : h2f(cs2).x * rcp_approx(cs);
+    const float b0 = fmaf(-rho, mu0, lmult), b1 = fmaf(-rho, mu1, lmult);
+    const uint32_t bg = f2h2(b0, b0), bh = f2h2(b1, b1);
+    float me0 = mu0, me1 = mu1, corr0 = 1.f, corr1 = 1.f;
+    if constexpr (kBias != kBiasOff) {
+        const float r0 = b0 - h2f(bg).x, r1 = b1 - h2f(bh).x;
+        me0 = mu0 + r0;
+        me1 = mu1 + r1;
+        if constexpr (kBias == kBiasLazy) {
+            const bool keep0 = mn0 == c.m0 && fabsf(r0) <= 0.001953125f; /* also false while m = -inf */
+            const bool keep1 = mn1 == c.m1 && fabsf(r1) <= 0.001953125f;
+            me0 = keep0 ? c.m0 : me0;
+            me1 = keep1 ? c.m1 : me1;
+            corr0 = keep0 ? fmaf(r0, 0.6931471805599453f, 1.f) : 1.f; /* 2^r to first order: |r| <= 2^-9 */
+            corr1 = keep1 ? fmaf(r1, 0.6931471805599453f, 1.f) : 1.f;
+        }
+    }
+    alpha0 = c.m0 == -INFINITY ? 0.f : ex2(c.m0 - me0); /* kBiasLazy, kept: ex2(0) = 1 exactly */
+    alpha1 = c.m1 == -INFINITY ? 0.f : ex2(c.m1 - me1);
+    mn0 = mn0 == -INFINITY ? mn0 : me0; /* a row with no valid key yet keeps m = -inf */
+    mn1 = mn1 == -INFINITY ? mn1 : me1;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
+    /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
+    uint32_t la, lb;
+    row_trees16<hadd2>(s, la, lb);
+    const float2 sa = h2f(la), sb = h2f(lb);
+    c.m0 = mn0;
+    c.m1 = mn1;
+    const float sum0 = (sa.x + sa.y) * imult, sum1 = (sb.x + sb.y) * imult;
+    c.l0 = c.l0 * alpha0 + sum0;
+    c.l1 = c.l1 * alpha1 + sum1;
+    c.lz0 = c.lz0 * alpha0 + sum0 * corr0; /* kBiasLazy: the LSE's row sum, each tile's p times 2^r */
+    c.lz1 = c.lz1 * alpha1 + sum1 * corr1;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        const uint32_t *x = s + 8 * kk;
+        c.p[kk][0] = e4m3x4_from_h2(x[0], x[2]);
+        c.p[kk][1] = e4m3x4_from_h2(x[1], x[3]);
+        c.p[kk][2] = e4m3x4_from_h2(x[4], x[6]);
+        c.p[kk][3] = e4m3x4_from_h2(x[5], x[7]);
+    }
+}
+
+} // namespace
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace {
+/* wg3: folds the tensor-core partial sum O (relative to the row maxima
+ * m0, m1) into the FP32 copy in shared memory (thread's float4 j at o32 +
+ * j * kStride * 16, kStride = threads of the consumers): o32 = o32 * 2^(mf - m) + O, then mf = m (mf = -inf while
+ * o32 is still empty: factor 0). The next P V starts O afresh. */
+template <int kStride = 384, class C>
+static __device__ __forceinline__ void fold_o(C &c, uint32_t o32, float &mf0, float &mf1, float m0, float m1)
+{
+    const float f0 = ex2(mf0 - m0), f1 = ex2(mf1 - m1);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        float4 v;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "r"(o32 + j * kStride * 16)
+                     : "memory");
+        v.x = fmaf(v.x, f0, c.o[4 * j + 0]);
+        v.y = fmaf(v.y, f0, c.o[4 * j + 1]);
+        v.z = fmaf(v.z, f1, c.o[4 * j + 2]);
+        v.w = fmaf(v.w, f1, c.o[4 * j + 3]);
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(o32 + j * kStride * 16), "f"(v.x), "f"(v.y),
+                     "f"(v.z), "f"(v.w)
+                     : "memory");
+    }
+    mf0 = m0;
+    mf1 = m1;
+}
+
+/* End of the loop: O += o32 * 2^(mf - m), the FP32 copy brought to the
+ * final row maxima and added to the tensor cores' last partial sum. */
+template <int kStride = 384, class C>
+static __device__ __forceinline__ void unfold_o(C &c, uint32_t o32, float mf0, float mf1)
+{
+    const float f0 = ex2(mf0 - c.m0), f1 = ex2(mf1 - c.m1);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        float4 v;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "r"(o32 + j * kStride * 16)
+                     : "memory");
+        c.o[4 * j + 0] = fmaf(v.x, f0, c.o[4 * j + 0]);
+        c.o[4 * j + 1] = fmaf(v.y, f0, c.o[4 * j + 1]);
+        c.o[4 * j + 2] = fmaf(v.z, f1, c.o[4 * j + 2]);
+        c.o[4 * j + 3] = fmaf(v.w, f1, c.o[4 * j + 3]);
+    }
+}
+
+/* start_o and the FP32 copy o32 emptied too */
+template <int kStride = 384, class C>
+static __device__ __forceinline__ void start_folded(C &c, uint32_t o32, float &mf0, float &mf1)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %1, %1, %1};" ::"r"(o32 + j * kStride * 16), "f"(0.f) : "memory");
+    start_o(c);
+    mf0 = mf1 = -INFINITY;
+}
+} // namespace
+#endif
+
+template <int kStages, int kFlush, unsigned kF>
+__global__ void __launch_bounds__(kWg3Threads, 1)
+    h3lab_attn_sm90_wg3_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
+                                 const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
+                                 const float *__restrict__ sq, const float *__restrict__ sk,
+                                 const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
+                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
+    static_assert(!kQ16 || (kFlush == 0 && (kF & kFVMean) && (kF & kFTcO)), "kFS16 is built on v78");
+    static_assert(((kF & kFTcO) != 0) != ((kF & kFFoldS) != 0), "O in the tensor cores or folded per tile, one of them");
+    /* kTab: a tile's softmax scalars (cs, log2 and inverse of P8's
+     * multiplier) computed once per CTA by the WG's threads into a table in
+     * shared memory (the launch adds 48 bytes per key tile), the loop reads
+     * them with one 16-byte load instead of two global loads, their address
+     * arithmetic, a MUFU.LG2 and a MUFU.RCP per tile. Same arithmetic. */
+    constexpr bool kTab = kF & kFTab;
+    static_assert(!kTab || !kQ16, "kFTab is built on the FP32 softmax");
+    static_assert(!(kF & kFFinite) || kTab, "kFFinite is built on v147");
+    /* kFoldS: O stays in FP32 registers and never enters the tensor cores'
+     * truncating accumulator (see issue_pv): each tile's P V starts afresh in
+     * the S registers, free once P8 is packed, and is added to O after the
+     * wait, O = fma(O, alpha, PV) -- the rescale by alpha comes with it. The
+     * same accumulation as the two-consumer kernel's (4 k-steps per tensor-core
+     * sum), without its 64 extra registers. */
+    constexpr bool kFoldS = kF & kFFoldS;
+    static_assert(!kFoldS || (kFlush == 0 && !kQ16), "kFFoldS replaces the shared-memory fold; FP32 S only");
+    using L = LabLayout3<kStages, kFlush != 0>;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV, sO = base + L::kOffO;
+    const Bars<kStages> bars{base + L::kOffBar};
+
+    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
+    const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
+    const int lane = threadIdx.x % 32;
+
+    if (threadIdx.x == 0) init_bars(bars, 4 * kWg3Consumers);
+    __syncthreads();
+
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+    if (wg == 0) {
+        sm90::setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            sm90::prefetch_tmap(&tmQ);
+            sm90::prefetch_tmap(&tmK);
+            sm90::prefetch_tmap(&tmV);
+            const int row0 = h * S_pad;
+            /* rows past this head's S_pad are the next head's (read, never
+             * written) or, for the last head, outside the map: zero-filled */
+            sm90::mbar_arrive_expect_tx(bars.qfull(), 3 * (kTile / 2));
+            for (int i = 0; i < 3; ++i)
+                sm90::tma_load_2d(sQ + i * (kTile / 2), &tmQ, bars.qfull(), 0, row0 + qt * kWg3Rows + 64 * i);
+            produce_kv<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
+        }
+    } else {
+        sm90::setmaxnreg_inc<160>();
+        const int wgi = wg - 1;
+        const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
+        const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
+        float svmax = sv_max(sv_h, G, lane);
+        const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
+        const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
+        const float sqq = sq[(size_t)h * G + gq] * (kQ16 ? 512.f : 1.f); /* kQ16: Q's codes are scaled by 2^-9 below */
+        const float r256 = 256.f / svmax;
+
+        /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
+        const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
+        std::conditional_t<kQ16, Consumer16, Consumer> c;
+        float mf0, mf1; /* the max o32 is relative to */
+        if constexpr (kFlush != 0) {
+            start_folded(c, o32, mf0, mf1);
+        } else {
+            start_o(c);
+            (void)o32, (void)mf0, (void)mf1;
+        }
+        if constexpr ((kF & kFFinite) != 0) c.m0 = c.m1 = -FLT_MAX; /* softmax's kFinite */
+
+        const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
+        const int klast = S - (nkt - 1) * kBN;
+        const uint32_t tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u; /* kTab: this WG's table */
+        if constexpr (kTab) {
+            for (int n = tw; n < nkt; n += 128) {
+                const TileScalars ts = tile_scalars(sqq, sk_h[n], sv_h[n], r256);
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)n), "f"(ts.cs),
+                             "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
+                             : "memory");
+            }
+            sm90::named_bar_sync(1 + wgi, 128);
+        }
+        sm90::mbar_wait(bars.qfull(), 0);
+        if constexpr (kQ16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
+        for (int n = 0; n < nkt; ++n) {
+            const int st = n % kStages;
+            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+            float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
+            TileScalars ts{};
+            if constexpr (kTab) {
+                float pad;
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                             : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
+                             : "r"(tb + 16u * (uint32_t)n)
+                             : "memory");
+                (void)pad;
+            } else {
+                skn = sk_h[n], svn = sv_h[n];
+            }
+            sm90::mbar_wait(bars.kfull(st), ph);
+            if constexpr (kQ16)
+                issue_qk16(c.s, dq, sK + st * kTile);
+            else
+                issue_qk_fresh(c, dq, sK + st * kTile);
+            sm90::wgmma_wait<0>();
+            constexpr int kSRegs = sizeof(c.s) / sizeof(c.s[0]); /* 64 floats, or 32 f16x2 pairs (kQ16) */
+#pragma unroll
+            for (int i = 0; i < kSRegs; ++i) sm90::fence_reg(c.s[i]);
+            release(bars.kempty(st), lane);
+            if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
+            float alpha0, alpha1;
+            if constexpr (kQ16) /* P8 converted inside */
+                softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(
+                    c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
+            else
+                softmax<(kF & kFFinite) != 0>(c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult,
+                                              ts.imult);
+            if constexpr (!kFoldS) rescale_o(c, alpha0, alpha1);
+            if constexpr (!kQ16) convert_p(c);
+            sm90::mbar_wait(bars.vfull(st), ph);
+            if constexpr (kFoldS) {
+                auto &pv = c.s; /* P V of this tile, from zero */
+                issue_pv_to(pv, c.p, sV + st * kTile, false);
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(pv[i]);
+                release(bars.vempty(st), lane);
+#pragma unroll
+                for (int j = 0; j < 16; ++j) {
+                    c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
+                    c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
+                    c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
+                    c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
+                }
+            } else {
+                issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
+                sm90::wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+                release(bars.vempty(st), lane);
+            }
+            if constexpr (kFlush != 0)
+                if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
+        }
+        if constexpr (kFlush != 0) unfold_o(c, o32, mf0, mf1);
+        store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
+    }
+#else
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+#endif
+}
+
+
+/* ------------------------------------------------------------------ host */
+
+namespace {
+typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
+                         const float *, const float *, int, int, int, int, uint16_t *, float *);
+
+struct LabVariant {
+    int number;
+    KernelFn fn;
+    int smem;  /* dynamic shared memory bytes, without the table */
+    int tab;   /* kFTab: bytes per key tile beyond smem */
+    int vmean; /* adds V's mean: called with one */
+    int untab; /* kFTab: the variant (same loop, no table) where the table does not fit; 0: none */
+    const char *name;
+};
+
+template <int Flush, unsigned F> LabVariant make(int number, const char *name, int untab = 0)
+{
+    return LabVariant{number,
+                      h3lab_attn_sm90_wg3_kernel<2, Flush, F>,
+                      LabLayout3<2, Flush != 0>::kBytes,
+                      (F & kFTab) ? 16 * kWg3Consumers : 0,
+                      (F & kFVMean) != 0,
+                      untab,
+                      name};
+}
+
+const LabVariant *table(int *count)
+{
+    static const LabVariant v[] = {
+        make<8, kFTcO>(73, "v73 O in the tensor cores, folded to FP32 in shared memory every 8 tiles"),
+        make<0, kFTcO | kFVMean>(78, "v78 O never folded (in the tensor cores for the whole row), V's mean added"),
+        make<0, kFTcO | kFVMean | kFTab>(147, "v147 v78 with each tile's softmax scalars in a table", 78),
+        make<0, kFTcO | kFVMean | kFTab | kFFinite>(148, "v148 v147 with the running max started at -FLT_MAX", 78),
+        make<0, kFTcO | kFVMean | kFS16>(130, "v130 v78 with Q K^T summed in FP16 and the softmax on f16x2"),
+        make<0, kFTcO | kFVMean | kFS16 | kFS16NC>(136, "v136 v130 without the exponent bias compensation"),
+        make<0, kFTcO | kFVMean | kFS16 | kFS16AC>(137, "v137 v130 with the bias compensated in every tile"),
+        make<0, kFFoldS | kFVMean | kFTab>(150, "v150 the production kernel: P V folded into FP32 O per tile", 153),
+        make<0, kFFoldS | kFVMean>(153, "v153 v150 without the table"),
+        make<0, kFFoldS | kFTab>(151, "v151 v150 without V's mean (unsmoothed V)", 154),
+        make<0, kFFoldS>(154, "v154 v151 without the table"),
+        make<0, kFFoldS | kFVMean | kFTab | kFFinite>(152, "v152 v150 with the running max started at -FLT_MAX", 153),
+        make<8, kFTcO | kFVMean | kFTab>(155, "v155 v147 with O folded to FP32 in shared memory every 8 tiles"),
+    };
+    *count = (int)(sizeof v / sizeof v[0]);
+    return v;
+}
+
+const LabVariant *find(int number)
+{
+    int n = 0;
+    const LabVariant *v = table(&n);
+    for (int i = 0; i < n; ++i)
+        if (v[i].number == number) return &v[i];
+    return nullptr;
+}
+
+int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t rows, uint32_t box_rows)
+{
+    const cuuint64_t dims[2] = {inner, rows};
+    const cuuint64_t strides[1] = {inner};
+    const cuuint32_t box[2] = {128, box_rows};
+    const cuuint32_t estr[2] = {1, 1};
+    CUresult r = h3k_tensor_map_encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims, strides,
+                                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : (int)cudaErrorInvalidValue;
+}
+} // namespace
+
+extern "C" const char *h3lab_attn_sm90_name(int variant)
+{
+    const LabVariant *v = find(variant);
+    return v ? v->name : nullptr;
+}
+
+extern "C" int h3lab_attn_sm90_smoothed(int variant)
+{
+    const LabVariant *v = find(variant);
+    return v ? v->vmean : -1;
+}
+
+extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                               const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
+                               float *lse, h3_stream stream)
+{
+    const LabVariant *v = find(variant);
+    if (!v || S < 1 || H < 1 || v->vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue;
+    if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
+    const int S_pad = (S + kBN - 1) / kBN * kBN;
+    if (v->tab && v->smem + (long long)v->tab * (S_pad / kBN) > 227 * 1024) {
+        v = v->untab ? find(v->untab) : nullptr;
+        if (!v) return (int)cudaErrorInvalidValue;
+    }
+    const long long smem = v->smem + (long long)v->tab * (S_pad / kBN);
+    const int nqt = (S + kWg3Rows - 1) / kWg3Rows;
+    CUtensorMap tq, tk, tv;
+    int e;
+    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, 64u)) != 0) return e;
+    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
+    if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
+    cudaError_t ce = cudaFuncSetAttribute(v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce != cudaSuccess) return (int)ce;
+    v->fn<<<H * nqt, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O,
+                                                                         lse);
+    return (int)cudaGetLastError();
+}
