@@ -26,6 +26,8 @@ typedef struct {
 /* The packed H3 layout of an 864x480, 243-frame clip for S = 30272 (302 text,
  * 810 audio, 29160 video tokens on a 72x15x27 latent grid); other S keep the
  * same proportions. x ~ N(0,1) in BF16, temb ~ N(0,1), from seed. */
+/* Both return 0, ST_ERR_FILE (bad arguments or a refused file: a user
+ * error) or ST_ERR_RESOURCE (out of host memory), err one line. */
 int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_inputs *in, char *err, size_t errlen);
 int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *err, size_t errlen);
 int h3_inputs_save(const char *path, const h3_config *cfg, const h3_inputs *in, char *err, size_t errlen);
