@@ -4,7 +4,8 @@
  * prefix (or none), infer the config from five shapes, validate it, then
  * check all ten tensors against h3_tensor_specs(). Every error names the file
  * and tensor, and says where each expected size came from, so a wrong shape
- * points at the tensor that disagrees with the others. */
+ * points at the tensor that disagrees with the others. Names from the file
+ * are printed through st_quote (escaped, one line). */
 #define _POSIX_C_SOURCE 200809L
 #include "block.h"
 
@@ -24,7 +25,9 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Length of a "blocks.<digits>." prefix at the start of name, 0 if none;
- * *n receives the block number (digits beyond int range count as no prefix). */
+ * *n receives the block number (digits beyond int range count as no prefix).
+ * Leading zeros are the file's spelling ("blocks.007." is block 7): the
+ * tensors are looked up with the prefix as written. */
 static size_t block_prefix(const char *name, int *n)
 {
     static const char pre[] = "blocks.";
@@ -60,6 +63,7 @@ void h3_block_free(h3_block *b)
     if (!b) return;
     st_close(&b->file);
     free(b->qkv_regrouped);
+    for (int i = 0; i < H3_T_COUNT; i++) free(b->aligned[i]);
     memset(b, 0, sizeof *b);
 }
 
@@ -68,7 +72,9 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
     memset(b, 0, sizeof *b);
     b->block_index = -1;
     if (err && errlen) err[0] = 0;
-    if (st_open(path, &b->file, err, errlen) != 0) return -1;
+    int rc = st_open(path, &b->file, err, errlen);
+    if (rc != 0) return rc;
+    rc = ST_ERR_FILE;
     const st_file *f = &b->file;
 
     /* 1. One prefix for all tensors, or none. */
@@ -86,18 +92,28 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
         }
         if ((l != 0) != (plen != 0)) {
             const char *with = l ? nm : first, *without = l ? first : nm;
-            seterr(err, errlen, "%s: mixed names: tensor '%s' has a 'blocks.N.' prefix but '%s' has none", path, with,
-                   without);
+            seterr(err, errlen, "%s: mixed names: tensor '%s' has a 'blocks.N.' prefix but '%s' has none", path,
+                   st_quote(with).s, st_quote(without).s);
             goto fail;
         }
         if (l && n != b->block_index) {
             seterr(err, errlen, "%s: tensors of two blocks: '%s' (block %d) and '%s' (block %d); give one block per file",
-                   path, first, b->block_index, nm, n);
+                   path, st_quote(first).s, b->block_index, st_quote(nm).s, n);
+            goto fail;
+        }
+        if (l != plen || strncmp(nm, first, l) != 0) {
+            seterr(err, errlen, "%s: block %d's prefix spelt two ways: '%s' and '%s'; give one spelling per file", path,
+                   n, st_quote(first).s, st_quote(nm).s);
             goto fail;
         }
     }
-    char prefix[32] = "";
-    if (plen) snprintf(prefix, sizeof prefix, "blocks.%d.", b->block_index);
+    char prefix[32] = ""; /* as the file spells it */
+    if (plen >= sizeof prefix) {
+        seterr(err, errlen, "%s: tensor '%s': block prefix of %zu characters (leading zeros?), at most %zu", path,
+               st_quote(first).s, plen, sizeof prefix - 1);
+        goto fail;
+    }
+    if (plen) snprintf(prefix, sizeof prefix, "%.*s", (int)plen, first);
 
     /* 2. Infer the config from the shapes. */
     h3_config cfg = h3_config_full();
@@ -207,10 +223,19 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
             goto fail;
         }
         if ((uintptr_t)t[i]->data % 2) {
-            seterr(err, errlen, "%s: tensor '%s': data is not 2-byte aligned", path, full[i]);
-            goto fail;
+            /* an odd-sized tensor before it (the format allows it): read
+             * from an aligned copy */
+            const size_t bytes = (size_t)(t[i]->end - t[i]->begin);
+            if (!(b->aligned[i] = malloc(bytes ? bytes : 2))) {
+                seterr(err, errlen, "%s: out of memory copying tensor '%s' (%zu bytes)", path, full[i], bytes);
+                rc = ST_ERR_RESOURCE;
+                goto fail;
+            }
+            memcpy(b->aligned[i], t[i]->data, bytes);
+            b->w[i] = b->aligned[i];
+        } else {
+            b->w[i] = (const uint16_t *)t[i]->data;
         }
-        b->w[i] = (const uint16_t *)t[i]->data;
     }
 
     /* 4. Extra tensors: warn, count. */
@@ -221,7 +246,8 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
         b->n_extra++;
         if (warn) {
             char msg[512];
-            snprintf(msg, sizeof msg, "%s: ignoring unexpected tensor '%s'", path, f->tensors[i].name);
+            snprintf(msg, sizeof msg, "%s: ignoring unexpected tensor '%s' (%s)", path, st_quote(f->tensors[i].name).s,
+                     st_dtype_name(f->tensors[i].dtype));
             warn(msg);
         }
     }
@@ -235,6 +261,7 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
         if (!b->qkv_regrouped) {
             seterr(err, errlen, "%s: out of memory re-grouping '%s' (%zu bytes)", path, full[H3_T_QKV],
                    3 * I * C * sizeof(uint16_t));
+            rc = ST_ERR_RESOURCE;
             goto fail;
         }
         const uint16_t *src = b->w[H3_T_QKV]; // [3*H*D][C] bf16, stacked
@@ -243,12 +270,13 @@ int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, siz
                 memcpy(b->qkv_regrouped + (h * 3 * D + j * D) * C, src + (j * I + h * D) * C, D * C * sizeof(uint16_t));
         b->w[H3_T_QKV] = b->qkv_regrouped;
     } else if (lay && strcmp(lay, "grouped") != 0) {
-        seterr(err, errlen, "%s: __metadata__ qkv_layout '%s' is unknown (expected 'grouped' or 'stacked')", path, lay);
+        seterr(err, errlen, "%s: __metadata__ qkv_layout '%s' is unknown (expected 'grouped' or 'stacked')", path,
+               st_quote(lay).s);
         goto fail;
     }
     return 0;
 fail:
     h3_block_free(b);
     b->block_index = -1;
-    return -1;
+    return rc;
 }
