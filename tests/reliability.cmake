@@ -20,7 +20,7 @@ h3_test(test_truncated SOURCES test_truncated.c LIBS h3core LABELS cpu)
 if(TARGET gen_weights)
   set(H3_REL_TINY ${CMAKE_CURRENT_BINARY_DIR}/reliability_tiny_weights.safetensors)
   add_test(NAME reliability_tiny_weights
-           COMMAND $<TARGET_FILE:gen_weights> --config tiny --seed 5 --out ${H3_REL_TINY})
+           COMMAND $<TARGET_FILE:gen_weights> --config tiny --seed 5 --force --out ${H3_REL_TINY})
   set_tests_properties(reliability_tiny_weights PROPERTIES FIXTURES_SETUP rel_tiny LABELS cpu)
   set_tests_properties(test_truncated PROPERTIES FIXTURES_REQUIRED rel_tiny)
   set_property(TEST test_truncated APPEND PROPERTY ENVIRONMENT "H3_TRUNC_WEIGHTS=${H3_REL_TINY}")

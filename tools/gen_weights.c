@@ -1,7 +1,9 @@
 /* gen_weights — a deterministic synthetic H3 block as safetensors.
  *
  *   gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]
- *               [--qkv-layout grouped|stacked] [--progress]
+ *               [--qkv-layout grouped|stacked] [--progress] [--force]
+ *
+ * An existing FILE is kept (exit 2) unless --force.
  *
  * Element e of tensor k (in the official grouped layout) is drawn from
  * h3_normal(seed, k, e), so the bytes depend only on the seed and the config,
@@ -26,6 +28,7 @@
 
 #include "config.h"
 #include "numerics.h"
+#include "out_guard.h"
 #include "rng.h"
 #include "safetensors.h"
 
@@ -35,8 +38,9 @@
 static void usage(FILE *o)
 {
     fprintf(o, "usage: gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]\n"
-               "                   [--qkv-layout grouped|stacked] [--progress]\n"
-               "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0)\n",
+               "                   [--qkv-layout grouped|stacked] [--progress] [--force]\n"
+               "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0);\n"
+               "  an existing file is kept unless --force\n",
             DEFAULT_OUT);
 }
 
@@ -85,7 +89,7 @@ int main(int argc, char **argv)
 {
     const char *config = "full", *out = DEFAULT_OUT, *layout = "grouped";
     unsigned long long seed = 0, block = 0;
-    int want_progress = isatty(2);
+    int want_progress = isatty(2), force = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -94,6 +98,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--progress")) {
             want_progress = 1;
+            continue;
+        }
+        if (!strcmp(a, "--force")) {
+            force = 1;
             continue;
         }
         if (strcmp(a, "--config") && strcmp(a, "--seed") && strcmp(a, "--block") && strcmp(a, "--out") &&
@@ -117,6 +125,7 @@ int main(int argc, char **argv)
             layout = v;
         }
     }
+    if (refuse_existing("gen_weights", out, force)) return 2;
     const int stacked = !strcmp(layout, "stacked");
     if (!strcmp(out, DEFAULT_OUT)) mkdir("weights", 0777); /* the default folder; an error shows up at open */
 
