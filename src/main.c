@@ -84,14 +84,15 @@ static double now_ms(void)
     return tv.tv_sec * 1e3 + tv.tv_usec * 1e-3;
 }
 
-/* The whole block on the CPU reference, with its per-stage table. */
-static void run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in, report *r, uint16_t *out)
+/* The whole block on the CPU reference, with its per-stage table. 0, or -1
+ * out of host memory. */
+static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in, report *r, uint16_t *out)
 {
     const h3_config *c = &b->cfg;
     const int S = in->S;
     cpu_block_weights wt;
     for (int i = 0; i < H3_T_COUNT; i++) wt.w[i] = b->w[i];
-    double ms[H3_STAGE_COUNT] = {0};
+    cpu_block_stats st;
     const int key_tile = 32; /* the portable kernel's tile: the CPU result is what that kernel should give */
     const int mask = o->fp8_mask;
     /* Which GEMMs run in which precision, for the log line and the report:
@@ -106,10 +107,11 @@ static void run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in
     fprintf(stderr, "running the block on the CPU reference (%d threads, %s attention, %s GEMMs)...\n",
             omp_get_max_threads(), o->exact_cpu ? "exact FP32" : "emulated FP8", gemms);
     double t0 = now_ms();
-    if (mask)
-        cpu_block_forward_fp8(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, mask, !o->quiet, out, ms);
-    else
-        cpu_block_forward(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, o->exact_cpu, !o->quiet, out, ms);
+    const int rc = mask ? cpu_block_forward_fp8(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, mask,
+                                                !o->quiet, out, &st)
+                        : cpu_block_forward(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, o->exact_cpu,
+                                            !o->quiet, out, &st);
+    if (rc) return -1;
     r->total_ms = now_ms() - t0;
     snprintf(r->path, sizeof r->path, "cpu");
     snprintf(r->device, sizeof r->device, "CPU, %d OpenMP threads", omp_get_max_threads());
@@ -122,8 +124,9 @@ static void run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in
     r->tokens = S;
     for (int s = 0; s < H3_STAGE_COUNT; s++) {
         double fl = h3_stage_flops(c, S, s);
-        report_add_row(r, h3_stage_names[s], ms[s], fl, 0);
+        report_add_row(r, h3_stage_names[s], st.ms[s], fl, 0);
     }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -219,8 +222,9 @@ int main(int argc, char **argv)
             return user_error ? 2 : 1;
         }
 #endif
-    } else {
-        run_cpu(&o, &blk, &in, &r, out);
+    } else if (run_cpu(&o, &blk, &in, &r, out)) {
+        fprintf(stderr, "dit_block: out of host memory running the block on the CPU at %d tokens\n", in.S);
+        return 1;
     }
     report_print(&r, stdout);
 
