@@ -1,9 +1,12 @@
 /* main.c — dit_block: load and validate one H3 block and its inputs, run it on
  * the GPU (or the CPU reference), print the per-op table and the checks.
  *
- * Exit codes: 0 all checks pass; 1 a stage check failed, the GPU is out of
- * memory (the message gives the bytes needed) or an internal error; 2 a user error (bad flag, unreadable or malformed file, no usable GPU with
- * --gpu). */
+ * Exit codes: 0 all checks pass; 1 a stage check failed, out of host or
+ * device memory (the message gives the bytes needed) or an internal error; 2
+ * a user error (bad flag, unreadable, malformed, FIFO or device file, an
+ * output that is the same file as an input or the other output or cannot be
+ * written there, no usable GPU with --gpu). The outputs are checked before
+ * any work. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 #include "cli.h"
 #include "config.h"
 #include "cpu_ref.h"
+#include "files.h"
 #include "inputs.h"
 #include "report.h"
 #include "safetensors.h"
@@ -25,11 +29,15 @@
 
 static void warn_cb(const char *msg) { fprintf(stderr, "dit_block: warning: %s\n", msg); }
 
-static void die_user(const char *msg)
+static void die(int code, const char *msg)
 {
     fprintf(stderr, "dit_block: %s\n", msg);
-    exit(2);
+    exit(code);
 }
+static void die_user(const char *msg) { die(2, msg); }
+
+/* The loaders' codes: a refused file is the user's (2), no memory is not (1). */
+static int exit_code(int rc) { return rc == ST_ERR_RESOURCE ? 1 : 2; }
 
 static void print_summary(const h3_block *b, const h3_inputs *in, const char *path)
 {
@@ -134,9 +142,13 @@ int main(int argc, char **argv)
     cli_options o;
     parse_cli(argc, argv, &o);
     char err[1024];
+    /* the outputs, before anything is loaded: nothing is read, run or
+     * written for a command that could not write its results */
+    if (check_files(&o, err, sizeof err)) die_user(err);
 
     h3_block blk;
-    if (h3_block_load(o.weights, &blk, warn_cb, err, sizeof err)) die_user(err);
+    int rc = h3_block_load(o.weights, &blk, warn_cb, err, sizeof err);
+    if (rc) die(exit_code(rc), err);
     const h3_config *cfg = &blk.cfg;
 
     /* Which path: the GPU when there is a usable one, else the CPU. */
@@ -181,7 +193,7 @@ int main(int argc, char **argv)
 
     h3_inputs in;
     if (o.input) {
-        if (h3_inputs_load(o.input, cfg, &in, err, sizeof err)) die_user(err);
+        if ((rc = h3_inputs_load(o.input, cfg, &in, err, sizeof err))) die(exit_code(rc), err);
     } else {
         int S = o.tokens;
         if (!S) {
@@ -197,7 +209,7 @@ int main(int argc, char **argv)
             return 1;
         }
 #endif
-        if (h3_inputs_default(cfg, S, o.seed, &in, err, sizeof err)) die_user(err);
+        if ((rc = h3_inputs_default(cfg, S, o.seed, &in, err, sizeof err))) die(exit_code(rc), err);
     }
     require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");
     print_summary(&blk, &in, o.weights);

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# test_reliability.sh — the second reliability pass (issue 32), one case per
+# run, each the exact case of the issue on the tiny config:
+#   fifo            a FIFO as --weights / --input: refused at once, one line, exit 2
+#   same_file       an output naming an input or the other output (a link, ./,
+#                   the same name): refused up front, exit 2, nothing changed
+#   device_output   --output / --json naming a device node or a FIFO: refused,
+#                   the node stays a node
+#   sparse_header   a sparse 3 GB file: refused by its header at once, without
+#                   reading it; a valid header for 30 GB under a 2 GB limit: exit 1
+#   output_paths    every output checked before any work: a missing directory,
+#                   an empty or unusable name: one line, nothing written
+# The last argument, gpu, runs same_file on the GPU path (--gpu, and the
+# sequence-parallel runner with --sp-one-device); it exits 77 without a GPU.
+#
+# Run alone: ctest --test-dir build -R test_rel_ --output-on-failure
+#   (or: bash tests/test_reliability.sh CASE build/dit_block build/tools/gen_weights build/tools/gen_inputs WORKDIR [cpu|gpu])
+# H3_SANITIZED=1 (the ASan build) skips the parts that need prlimit --as,
+# which AddressSanitizer's shadow memory cannot run under.
+set -u
+case_=$1 bin=$(realpath "$2") genw=$(realpath "$3") geni=$(realpath "$4") work=$5/$1 mode=${6:-cpu}
+for b in "$bin" "$genw" "$geni"; do [ -x "$b" ] || { echo "skip: $b not built"; exit 77; }; done
+"$bin" --help >/dev/null 2>&1
+[ $? -eq 127 ] && { echo "skip: $bin cannot start here (missing shared libraries)"; exit 77; }
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+"$genw" --config tiny --seed 3 --out w.st >/dev/null 2>&1 || { echo "FAIL: gen_weights"; exit 1; }
+"$geni" --config tiny --tokens 32 --seed 4 --out in.st >/dev/null 2>&1 || { echo "FAIL: gen_inputs"; exit 1; }
+if [ "$mode" = gpu ]; then
+    path=(--gpu)
+    "$bin" --gpu --weights w.st --tokens 1 --check none --repeat 1 --warmup 0 --quiet >/dev/null 2>&1 ||
+        { echo "skip: no usable GPU"; exit 77; }
+else
+    path=(--cpu)
+fi
+
+fails=0 n=0
+fail() { echo "FAIL [$1]: $2"; sed 's/^/    /' run.err | tail -n 4; fails=$((fails + 1)); }
+ok() { printf '  ok  %-52s %s\n' "[$1]" "$2"; }
+pre=() # a wrapper for the runs (timeout, prlimit)
+run() { "${pre[@]}" "$bin" "$@" >run.out 2>run.err; }
+# expect RC DESC WANT ARGS...: dit_block ARGS exits RC; a failure's last
+# stderr line is "dit_block: ...WANT...", and for RC 2 it is the only line (a
+# user error is refused before any work); a success has WANT on stderr.
+expect() {
+    local want_rc=$1 desc=$2 want=$3; shift 3
+    n=$((n + 1))
+    run "$@"; local rc=$? lines; lines=$(wc -l <run.err)
+    if [ $rc -ne "$want_rc" ]; then fail "$desc" "exit $rc, want $want_rc"
+    elif [ "$want_rc" -eq 2 ] && [ "$lines" -ne 1 ]; then fail "$desc" "$lines stderr lines, want 1"
+    elif [ "$want_rc" -ne 0 ] && ! tail -n 1 run.err | grep -q '^dit_block: '; then fail "$desc" "last line not dit_block's"
+    elif ! { [ "$want_rc" -eq 0 ] && grep -qF -- "$want" run.err; } && ! tail -n 1 run.err | grep -qF -- "$want"; then
+        fail "$desc" "stderr lacks '$want'"
+    else ok "$desc" "exit $rc: $(tail -n 1 run.err | cut -c1-140)"; fi
+}
+# unchanged DESC FILE COPY: FILE still equals COPY
+unchanged() {
+    n=$((n + 1))
+    if cmp -s "$2" "$3"; then ok "$1" "unchanged"; else fail "$1" "$2 was changed"; fi
+}
+absent() { # DESC FILE...: none of them exists (nor a temporary beside it)
+    local desc=$1; shift
+    n=$((n + 1))
+    for f in "$@"; do
+        if compgen -G "$f*" >/dev/null; then fail "$desc" "$f (or a temporary) was written"; return; fi
+    done
+    ok "$desc" "nothing written"
+}
+sanitized() { [ "${H3_SANITIZED:-0}" = 1 ] || ! command -v prlimit >/dev/null; }
+
+case $case_ in
+fifo)
+    mkfifo fifo.st
+    pre=(timeout 10) # exit 124: the open blocked, waiting for a writer
+    expect 2 "--weights a FIFO (no writer)" "not a regular file" "${path[@]}" --weights fifo.st --tokens 8
+    expect 2 "--input a FIFO (no writer)" "not a regular file" "${path[@]}" --weights w.st --input fifo.st
+    ;;
+same_file)
+    cp w.st w.copy; cp in.st in.copy
+    q=("${path[@]}" --quiet --weights w.st --input in.st)
+    expect 2 "--output the weights file" "same file as --weights" "${q[@]}" --output w.st
+    unchanged "weights after --output w.st" w.st w.copy
+    expect 2 "--json the weights file" "same file as --weights" "${q[@]}" --json w.st
+    unchanged "weights after --json w.st" w.st w.copy
+    expect 2 "--output the inputs file" "same file as --input" "${q[@]}" --output in.st
+    expect 2 "--json the inputs file, spelt ./" "same file as --input" "${q[@]}" --json ./in.st
+    unchanged "inputs after --output / --json" in.st in.copy
+    ln w.st hardlink.st; ln -s in.st symlink.st
+    expect 2 "--output a hard link to the weights" "same file as --weights" "${q[@]}" --output hardlink.st
+    expect 2 "--json a symlink to the inputs" "same file as --input" "${q[@]}" --json symlink.st
+    unchanged "weights after the link cases" w.st w.copy
+    expect 2 "--json X --output X (neither exists)" "name the same file" "${q[@]}" --json X --output X
+    expect 2 "--json X --output ./X" "name the same file" "${q[@]}" --json X --output ./X
+    absent "X after the same-name cases" X
+    echo keep >Y
+    expect 2 "--json Y --output Y (Y exists)" "name the same file" "${q[@]}" --json Y --output Y
+    n=$((n + 1)); [ "$(cat Y)" = keep ] && ok "Y after --json Y --output Y" "unchanged" || fail "Y" "Y was changed"
+    if [ "$mode" = gpu ]; then
+        expect 2 "--gpus 2 --sp-one-device --output the weights" "same file as --weights" --gpus 2 --sp-one-device \
+            --check none --quiet --weights w.st --input in.st --output w.st
+        unchanged "weights after the --gpus case" w.st w.copy
+    fi
+    ;;
+device_output)
+    if ! mknod node c 1 3 2>/dev/null; then
+        echo "  note: mknod not permitted here; a FIFO stands in for the device node"
+        mkfifo node
+    fi
+    kind=$(stat -c %F node)
+    expect 2 "--output a $kind" "not a regular file" "${path[@]}" --quiet --weights w.st --input in.st --output node
+    expect 2 "--json a $kind" "not a regular file" "${path[@]}" --quiet --weights w.st --input in.st --json node
+    n=$((n + 1))
+    [ "$(stat -c %F node)" = "$kind" ] && ok "node after both" "still a $kind" || fail "node" "now a $(stat -c %F node)"
+    ;;
+sparse_header)
+    truncate -s 3G sparse.st # all zeros: header length 0
+    # reading the 3 GB could not fit in 2 GB (the CUDA build maps ~0.6 GB of libraries)
+    pre=(timeout 20); sanitized || pre+=(prlimit --as=2000000000)
+    t0=$(date +%s%N)
+    expect 2 "sparse 3 GB file, header length 0" "header is not a JSON object" --cpu --weights sparse.st --tokens 8
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    n=$((n + 1)); [ $ms -lt 2000 ] && ok "refused in $ms ms" "${pre[*]}" || fail "sparse" "$ms ms"
+    printf '\144\000\000\000\000\000\000\000' | dd of=sparse.st conv=notrunc status=none # length 100, then NULs
+    expect 2 "sparse 3 GB file, header of 100 NUL bytes" "header is not a JSON object" --cpu --weights sparse.st \
+        --tokens 8
+    rm -f sparse.st
+    if ! sanitized; then # a valid header for 30 GB of data: reading it is a resource limit, not a bad file
+        h='{"a":{"dtype":"U8","shape":[30000000000],"data_offsets":[0,30000000000]}}'
+        while [ $(( ${#h} % 8 )) -ne 0 ]; do h="$h "; done
+        printf "$(printf '\\%03o' $(( ${#h} & 255 )) $(( ${#h} >> 8 )) 0 0 0 0 0 0)" >big.st
+        printf '%s' "$h" >>big.st
+        truncate -s $(( 8 + ${#h} + 30000000000 )) big.st
+        pre=(timeout 20 prlimit --as=2000000000)
+        expect 1 "sparse 30 GB file with a valid header, 2 GB limit" "cannot allocate" --cpu --weights big.st --tokens 8
+        n=$((n + 1)); [ "$(wc -l <run.err)" -eq 1 ] && ok "one line" "" || fail "30 GB" "not one line"
+        rm -f big.st
+    fi
+    ;;
+output_paths)
+    mkdir -p out
+    q=(--cpu --quiet --weights w.st --input in.st)
+    expect 2 "--json out/r.json --output nodir/o.st" "directory nodir does not exist" "${q[@]}" --json out/r.json \
+        --output nodir/o.st
+    absent "out/r.json not written" out/r.json
+    expect 2 "--output ''" "--output: empty file name" "${q[@]}" --output ''
+    expect 2 "--json ''" "--json: empty file name" "${q[@]}" --json ''
+    expect 2 "--output nodir2/ (a directory name)" "names a directory" "${q[@]}" --output nodir2/
+    expect 2 "--output an existing directory" "is a directory" "${q[@]}" --json out/r.json --output out
+    expect 2 "--output under a regular file" "Not a directory" "${q[@]}" --output w.st/o.st
+    long=$(printf 'n%.0s' $(seq 300))
+    expect 2 "--output a 300-character name" "File name too long" "${q[@]}" --json out/r.json --output "$long"
+    absent "nothing written by the refused runs" out/r.json
+    ;;
+*)
+    echo "unknown case $case_"; exit 2 ;;
+esac
+echo "test_reliability $case_ ($mode): $n checks, $fails failed"
+[ $fails -eq 0 ]
