@@ -43,22 +43,22 @@ endif()
 
 # The second pass (issue 32): one test per finding, each the issue's exact
 # case on the tiny config (test_reliability.sh CASE; docs/reliability.md §6).
-# The _gpu ones run the cases through both GPU runners (one GPU, and
-# --gpus 2 --sp-one-device); they exit 77 without a GPU.
+# The _gpu ones run the non-finite and same-file cases through both GPU
+# runners (one GPU, and --gpus 2 --sp-one-device); they exit 77 without a GPU.
 if(TARGET dit_block AND TARGET gen_weights AND TARGET gen_inputs)
   set(H3_REL_ARGS $<TARGET_FILE:dit_block> $<TARGET_FILE:gen_weights> $<TARGET_FILE:gen_inputs>)
-  foreach(c fifo same_file device_output sparse_header output_paths)
+  foreach(c fifo same_file device_output nonfinite oom sparse_header output_paths cpu_report overwrite)
     add_test(NAME test_rel_${c} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_reliability.sh ${c} ${H3_REL_ARGS}
              ${CMAKE_CURRENT_BINARY_DIR}/rel_work cpu)
     set_tests_properties(test_rel_${c} PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
   endforeach()
-  foreach(c same_file)
+  foreach(c nonfinite same_file)
     add_test(NAME test_rel_${c}_gpu COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_reliability.sh ${c} ${H3_REL_ARGS}
              ${CMAKE_CURRENT_BINARY_DIR}/rel_work_gpu gpu)
     set_tests_properties(test_rel_${c}_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
   endforeach()
   if(H3_SANITIZE) # prlimit --as cannot hold AddressSanitizer's shadow memory
-    set_property(TEST test_rel_sparse_header APPEND PROPERTY ENVIRONMENT "H3_SANITIZED=1")
+    set_property(TEST test_rel_oom test_rel_sparse_header APPEND PROPERTY ENVIRONMENT "H3_SANITIZED=1")
   endif()
   # Block files edited as the official safetensors library allows or refuses
   # them (its verdicts compared when H3_PYTHON has it), and names from a file

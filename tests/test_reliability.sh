@@ -6,11 +6,20 @@
 #                   the same name): refused up front, exit 2, nothing changed
 #   device_output   --output / --json naming a device node or a FIFO: refused,
 #                   the node stays a node
+#   nonfinite       fc2, qkv or the adaLN bias all at the BF16 maximum, temb all
+#                   3e38: exit 1 naming the first non-finite stage, no output;
+#                   --allow-nonfinite writes it with a warning
+#   oom             prlimit --as=1150000000, 200000 tokens on the CPU: exit 1,
+#                   one line, no output file
 #   sparse_header   a sparse 3 GB file: refused by its header at once, without
 #                   reading it; a valid header for 30 GB under a 2 GB limit: exit 1
 #   output_paths    every output checked before any work: a missing directory,
 #                   an empty or unusable name: one line, nothing written
-# The last argument, gpu, runs same_file on the GPU path (--gpu, and the
+#   cpu_report      --cpu --check full --repeat 3 --json: checks null, all_pass
+#                   null, repeat 3; flags that do not apply: one warning line
+#   overwrite       gen_weights / gen_inputs keep an existing file unless --force;
+#                   dit_block's summary flags a non-H3 config
+# The last argument, gpu, runs nonfinite and same_file on the GPU path (--gpu, and the
 # sequence-parallel runner with --sp-one-device); it exits 77 without a GPU.
 #
 # Run alone: ctest --test-dir build -R test_rel_ --output-on-failure
@@ -65,6 +74,25 @@ absent() { # DESC FILE...: none of them exists (nor a temporary beside it)
     done
     ok "$desc" "nothing written"
 }
+# Byte offset and size of tensor NAME's data in FILE (from the header).
+tensor_at() {
+    local file=$1 name=$2 hl begin end
+    hl=$(od -An -t u8 -N 8 "$file" | tr -d ' ')
+    read -r begin end < <(head -c $((8 + hl)) "$file" | tail -c "$hl" | grep -o "\"[^\"]*$name\":{[^}]*}" |
+        sed -n 's/.*"data_offsets":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/p')
+    [ -n "$begin" ] || return 1
+    echo $((8 + hl + begin)) $((end - begin))
+}
+# fill FILE NAME ELEM: every element of tensor NAME set to ELEM (its
+# little-endian bytes as printf octal escapes), in place
+fill() {
+    local file=$1 name=$2 off size
+    read -r off size < <(tensor_at "$file" "$name") || { echo "FAIL: no tensor $name"; exit 1; }
+    printf "$3" >elem.bin
+    while [ "$(stat -c %s elem.bin)" -lt "$size" ]; do cat elem.bin elem.bin >elem2.bin && mv elem2.bin elem.bin; done
+    head -c "$size" elem.bin | dd of="$file" bs=1M seek="$off" oflag=seek_bytes conv=notrunc status=none
+    rm -f elem.bin
+}
 sanitized() { [ "${H3_SANITIZED:-0}" = 1 ] || ! command -v prlimit >/dev/null; }
 
 case $case_ in
@@ -111,6 +139,45 @@ device_output)
     n=$((n + 1))
     [ "$(stat -c %F node)" = "$kind" ] && ok "node after both" "still a $kind" || fail "node" "now a $(stat -c %F node)"
     ;;
+nonfinite)
+    # BF16 maximum 0x7f7f (3.39e38), finite; F32 3e38 = 0x7f61b1e6
+    cp w.st wfc2.st; fill wfc2.st mlp.fc2.weight '\177\177'
+    cp w.st wqkv.st; fill wqkv.st attn.qkv_proj.weight '\177\177'
+    cp w.st wbias.st; fill wbias.st adaln_proj.linear.bias '\177\177'
+    cp in.st itemb.st; fill itemb.st temb '\346\261\141\177'
+    for c in "wfc2.st in.st fc2_gemm" "wqkv.st in.st qkv_gemm" "wbias.st in.st norm1_mod" "w.st itemb.st adaln"; do
+        read -r w i stage <<<"$c"
+        want="the first stage to make one: $stage"
+        [ "$mode" = gpu ] && [ "$stage" != fc2_gemm ] && [ "$stage" != qkv_gemm ] && want="the first stage to make one"
+        expect 1 "$w + $i: non-finite output" "$want" "${path[@]}" --quiet --weights "$w" --input "$i" \
+            --output o.st --json o.json
+        absent "$w + $i: no output or report" o.st o.json
+    done
+    expect 0 "--allow-nonfinite writes it" "wrote o.st" "${path[@]}" --quiet --weights wfc2.st --input in.st \
+        --output o.st --json o.json --allow-nonfinite
+    n=$((n + 1))
+    if grep -q '^dit_block: warning: .*non-finite.*--allow-nonfinite' run.err && grep -q '"nonfinite_output":8192' o.json &&
+       grep -q 'non-finite values (NaN/Inf), first made by stage' run.out; then
+        ok "--allow-nonfinite: warning, report and JSON say it" "$(grep -o '"nonfinite_first_stage":"[^"]*"' o.json)"
+    else
+        fail "--allow-nonfinite" "no warning line, JSON nonfinite_output or report line"
+    fi
+    if [ "$mode" = gpu ]; then
+        rm -f o.st o.json
+        expect 1 "--gpus 2 --sp-one-device: non-finite output" "the first stage to make one: fc2_gemm" --gpus 2 \
+            --sp-one-device --check none --quiet --weights wfc2.st --input in.st --output o.st
+        absent "--gpus 2: no output" o.st
+    fi
+    ;;
+oom)
+    if sanitized; then echo "skip: needs prlimit --as (not under AddressSanitizer)"; exit 77; fi
+    pre=(timeout 300 prlimit --as=1150000000) # timeout: were memory not short, 200000 tokens would take hours
+    expect 1 "prlimit --as=1150000000, 200000 tokens" "out of host memory" --cpu --quiet --weights w.st \
+        --tokens 200000 --output o.st
+    n=$((n + 1))
+    [ "$(grep -c '^dit_block: ' run.err)" -eq 1 ] && ok "one error line" "" || fail "oom" "not exactly one error line"
+    absent "no output file" o.st
+    ;;
 sparse_header)
     truncate -s 3G sparse.st # all zeros: header length 0
     # reading the 3 GB could not fit in 2 GB (the CUDA build maps ~0.6 GB of libraries)
@@ -149,6 +216,57 @@ output_paths)
     long=$(printf 'n%.0s' $(seq 300))
     expect 2 "--output a 300-character name" "File name too long" "${q[@]}" --json out/r.json --output "$long"
     absent "nothing written by the refused runs" out/r.json
+    ;;
+cpu_report)
+    expect 0 "--cpu --tokens 256 --check full --repeat 3 --json r.json" "" --cpu --weights w.st --tokens 256 \
+        --check full --repeat 3 --json r.json --quiet
+    n=$((n + 1))
+    if grep -q '"checks":null' r.json && grep -q '"all_pass":null' r.json && grep -q '"repeat":3' r.json &&
+       grep -q '"checks_not_run":"' r.json; then
+        ok "JSON: checks null, all_pass null, repeat 3" "$(grep -o '"checks_not_run":"[^"]*"' r.json)"
+    else
+        fail "JSON" "$(grep -E '"(checks|all_pass|repeat)"' r.json | tr -d '\n')"
+    fi
+    n=$((n + 1))
+    grep -q '^checks: not run (' run.out && grep -q 'repeat 3' run.out && ok "report: checks: not run, repeat 3" "" ||
+        fail "report" "no 'checks: not run' or 'repeat 3' in the printed report"
+    n=$((n + 1))
+    [ "$(grep -c '^dit_block: warning: --check full: GPU only' run.err)" -eq 1 ] && grep -q '0 warm-up + 3 timed runs' run.err &&
+        ok "one warning line for --check, 3 timed runs" "" || fail "warning" "no single --check warning or not 3 runs"
+    expect 0 "--sample, --attn on the CPU path" "" --cpu --weights w.st --tokens 32 --sample 8 --attn mma --quiet
+    n=$((n + 1))
+    grep -q '^dit_block: warning: --sample, --attn: GPU only' run.err && ok "one warning line names both" "" ||
+        fail "--sample, --attn" "no warning line naming both"
+    ;;
+overwrite)
+    cp w.st keep.st
+    n=$((n + 1))
+    "$genw" --config tiny --seed 9 --out keep.st >/dev/null 2>run.err; rc=$?
+    [ $rc -eq 2 ] && cmp -s w.st keep.st && grep -q 'exists; not overwritten (--force' run.err &&
+        ok "gen_weights over an existing file" "exit 2: $(cat run.err)" || fail "gen_weights" "exit $rc or the file changed"
+    n=$((n + 1))
+    "$genw" --config tiny --seed 9 --force --out keep.st >/dev/null 2>run.err && ! cmp -s w.st keep.st &&
+        ok "gen_weights --force replaces it" "" || fail "gen_weights --force" "not replaced"
+    cp in.st ikeep.st
+    n=$((n + 1))
+    "$geni" --config tiny --tokens 8 --out ikeep.st >/dev/null 2>run.err; rc=$?
+    [ $rc -eq 2 ] && cmp -s in.st ikeep.st && ok "gen_inputs over an existing file" "exit 2: $(cat run.err)" ||
+        fail "gen_inputs" "exit $rc or the file changed"
+    n=$((n + 1))
+    "$geni" --config tiny --tokens 8 --force --out ikeep.st >/dev/null 2>&1 && ! cmp -s in.st ikeep.st &&
+        ok "gen_inputs --force replaces it" "" || fail "gen_inputs --force" "not replaced"
+    # the issue's case: the default name at the repository root holds the full block
+    mkdir -p root/weights && echo "the 1.29 GB block" >root/weights/block0.safetensors
+    n=$((n + 1))
+    (cd root && "$genw" --config tiny >/dev/null 2>../err); rc=$?
+    [ $rc -eq 2 ] && [ "$(cat root/weights/block0.safetensors)" = "the 1.29 GB block" ] &&
+        ok "gen_weights --config tiny at the root" "exit 2, weights/block0.safetensors kept" ||
+        fail "gen_weights at the root" "exit $rc or weights/block0.safetensors replaced"
+    expect 0 "dit_block on a tiny block" "" --cpu --weights w.st --tokens 8 --json r.json --quiet
+    n=$((n + 1))
+    head -n 1 run.err | grep -q '^weights w.st: NOT THE H3 BLOCK' && grep -q 'NOT the H3 block' run.out &&
+        grep -q '"h3_config":false' r.json && ok "summary, report and JSON flag the config" "$(head -n 1 run.err | cut -c1-90)" ||
+        fail "non-H3 config" "not flagged on the summary's first line, the report and the JSON"
     ;;
 *)
     echo "unknown case $case_"; exit 2 ;;
