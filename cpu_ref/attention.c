@@ -12,7 +12,8 @@
  * (scores, max, exp, sum) so it shares no algorithm with the online path.
  *
  * Both: parallel over query rows of each head; every key is used; O BF16
- * [nrows][H*128], LSE FP32 [H][nrows]. */
+ * [nrows][H*128], LSE FP32 [H][nrows]. Out of memory: the head's outputs
+ * are NaN (any check of them fails) and the call returns -1. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,15 +39,36 @@ static inline float dot128(const float *restrict a, const float *restrict b)
     return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
-void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                            const float *sk, const float *sv, const float *vmu, int S, int H, int h, int key_tile,
-                            int quant, const int *rows, int nrows, uint16_t *O, float *lse)
+/* Head h's output rows (and LSE) NaN: what a head that could not run leaves. */
+static void poison_head(uint16_t *O, float *lse, int H, int h, int nrows)
+{
+    for (int r = 0; r < nrows; r++)
+        for (int d = 0; d < D; d++) O[(size_t)r * H * D + (size_t)h * D + d] = 0x7fc0;
+    if (lse)
+        for (int r = 0; r < nrows; r++) lse[(size_t)h * nrows + r] = NAN;
+}
+
+/* The end of a head: frees its decoded K and V; oom (an allocation failed):
+ * the head is poisoned and -1 returned. */
+static int end_head(float *kf, float *vf, int oom, uint16_t *O, float *lse, int H, int h, int nrows)
+{
+    free(kf);
+    free(vf);
+    if (oom) poison_head(O, lse, H, h, nrows);
+    return oom ? -1 : 0;
+}
+
+int cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                           const float *sk, const float *sv, const float *vmu, int S, int H, int h, int key_tile,
+                           int quant, const int *rows, int nrows, uint16_t *O, float *lse)
 {
     const int S_pad = h3_pad_tokens(S), G = h3_groups(S);
     const size_t plane = (size_t)S_pad * D;
     const uint8_t *qh = q8 + h * plane, *kh = k8 + h * plane, *vh = vt8 + h * plane;
     float *kf = malloc(plane * sizeof(float)); /* [S_pad][D] decoded K codes */
     float *vf = malloc(plane * sizeof(float)); /* [S_pad][D] decoded V codes, keys in natural order */
+    if (!kf || !vf) return end_head(kf, vf, 1, O, lse, H, h, nrows);
+    int oom = 0;
     init_lut();
     float svmax = 0.0f;
     for (int g = 0; g < G; g++) svmax = fmaxf(svmax, sv[h * G + g]);
@@ -62,8 +84,13 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
 #pragma omp parallel
     {
         float *x = malloc((size_t)key_tile * sizeof(float)); /* [key_tile] scores, then p */
+        if (!x) {
+#pragma omp atomic write
+            oom = 1;
+        }
 #pragma omp for schedule(dynamic, 4)
         for (int r = 0; r < nrows; r++) {
+            if (!x) continue; /* every thread meets the loop; the head is poisoned below */
             const int i = cpu_row(rows, r), gq = i / H3_QGROUP;
             float qf[D], acc[D], tacc[D];
             for (int d = 0; d < D; d++) {
@@ -120,34 +147,35 @@ void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t 
         }
         free(x);
     }
-    free(kf);
-    free(vf);
+    return end_head(kf, vf, oom, O, lse, H, h, nrows);
 }
 
-void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                       const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
-                       int nrows, uint16_t *O, float *lse)
+int cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                      const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
+                      int nrows, uint16_t *O, float *lse)
 {
+    int rc = 0;
     if (!cpu_key_tile_ok(key_tile)) {
         /* Library code does not abort: report and poison the outputs so any
          * check of them fails loudly. */
         fprintf(stderr, "cpu_attention_fp8: key_tile %d must divide %d or be a multiple of 64\n", key_tile, H3_QGROUP);
-        for (size_t i = 0; i < (size_t)nrows * H * D; i++) O[i] = 0x7fc0;
-        if (lse)
-            for (size_t i = 0; i < (size_t)nrows * H; i++) lse[i] = NAN;
-        return;
+        for (int h = 0; h < H; h++) poison_head(O, lse, H, h, nrows);
+        return -1;
     }
     for (int h = 0; h < H; h++)
-        cpu_attention_fp8_head(q8, k8, vt8, sq, sk, sv, vmu, S, H, h, key_tile, quant, rows, nrows, O, lse);
+        rc |= cpu_attention_fp8_head(q8, k8, vt8, sq, sk, sv, vmu, S, H, h, key_tile, quant, rows, nrows, O, lse);
+    return rc;
 }
 
-void cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,
-                              const int *rows, int nrows, uint16_t *O, float *lse)
+int cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,
+                             const int *rows, int nrows, uint16_t *O, float *lse)
 {
     const size_t I = (size_t)H * D;
     const float scale = 0.08838834764831845f; /* D^-0.5 */
     float *kf = malloc((size_t)S * D * sizeof(float)); /* [S][D] K of head h */
     float *vf = malloc((size_t)S * D * sizeof(float)); /* [S][D] V of head h */
+    if (!kf || !vf) return end_head(kf, vf, 1, O, lse, H, h, nrows);
+    int oom = 0;
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < S; j++)
         for (int d = 0; d < D; d++) {
@@ -157,8 +185,13 @@ void cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16
 #pragma omp parallel
     {
         float *sc = malloc((size_t)S * sizeof(float)); /* [S] scores, then exp */
+        if (!sc) {
+#pragma omp atomic write
+            oom = 1;
+        }
 #pragma omp for schedule(dynamic, 4)
         for (int r = 0; r < nrows; r++) {
+            if (!sc) continue; /* every thread meets the loop; the head is poisoned below */
             const int i = cpu_row(rows, r);
             float qf[D], acc[D];
             for (int d = 0; d < D; d++) {
@@ -184,12 +217,13 @@ void cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16
         }
         free(sc);
     }
-    free(kf);
-    free(vf);
+    return end_head(kf, vf, oom, O, lse, H, h, nrows);
 }
 
-void cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
-                         int nrows, uint16_t *O, float *lse)
+int cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
+                        int nrows, uint16_t *O, float *lse)
 {
-    for (int h = 0; h < H; h++) cpu_attention_exact_head(q, k, v, S, H, h, rows, nrows, O, lse);
+    int rc = 0;
+    for (int h = 0; h < H; h++) rc |= cpu_attention_exact_head(q, k, v, S, H, h, rows, nrows, O, lse);
+    return rc;
 }

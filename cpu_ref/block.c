@@ -12,7 +12,12 @@
  * mode's numerics (dit_block --gemm fp8): the weight quantised once per
  * output channel, the GEMM's BF16 input quantised per token (the same
  * cpu_quant_rows_e4m3 on the same BF16 values the GPU's fused kernels
- * quantise), cpu_gemm_fp8. Every other stage is unchanged. */
+ * quantise), cpu_gemm_fp8. Every other stage is unchanged.
+ *
+ * Every stage's output is scanned for NaN/Inf as soon as it is written (one
+ * pass over memory the stage just wrote, not timed), so a block whose output
+ * is not finite names the first stage that made a non-finite value. Out of
+ * memory (here or in a stage) ends the run: out all NaN, return -1. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -61,14 +66,22 @@ static void block_gemm(const gemm_w8 *q, const uint16_t *x, const uint16_t *W, i
     cpu_gemm_fp8(x8, sx, q->w8, q->ws, n, N, K, NULL, n, y);
 }
 
-static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
-                          const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
-                          int fp8_mask, int progress, uint16_t *out, double *ms)
+/* Records stage as the first non-finite one when at >= 0 (an index found
+ * by a scan) and no earlier stage was. */
+static void note_nonfinite(int *first, int stage, long at)
+{
+    if (at >= 0 && (*first < 0 || stage < *first)) *first = stage;
+}
+
+static int block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                         const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                         int fp8_mask, int progress, uint16_t *out, cpu_block_stats *st)
 {
     const int C = cfg->hidden, H = cfg->heads, D = cfg->head_dim, F = cfg->ffn, I = h3_attn_width(cfg),
               W3 = h3_qkv_width(cfg), S_pad = h3_pad_tokens(S), G = h3_groups(S);
     const float eps = cfg->eps;
     double t_stage[H3_STAGE_COUNT] = {0};
+    int first_nf = -1, oom = 0;
     progress_t pr = {progress, isatty(2), 0, 0, 0};
     pr.total = 2.0 * S * ((double)W3 * C + (double)C * I + 2.0 * F * C + (double)C * F) + 4.0 * S * (double)S * D * H +
                (double)h3_mod_width(cfg) * cfg->temb;
@@ -113,8 +126,7 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
             }
     }
     if (!fp8_ok || !mod || !a || !y || !x1 || !o || !buf || !u || (exact ? !qb || !kb || !vb : !q8 || !k8 || !vt8 || !sc)) {
-        fprintf(stderr, "cpu_block_forward: out of memory at S = %d; output set to NaN\n", S);
-        for (size_t i = 0; i < (size_t)S * C; i++) out[i] = 0x7fc0;
+        oom = 1;
         goto done;
     }
     if (progress && !pr.tty) fprintf(stderr, "cpu block: S = %d, running ...\n", S);
@@ -126,28 +138,50 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
         t_stage[stage] += (t1 - t0) * 1e3;                                                                         \
         t0 = t1;                                                                                                   \
     } while (0)
+    /* the stage's output p[n] (BF16), scanned outside the timed laps */
+#define SCAN(stage, p, n)                                                                                          \
+    do {                                                                                                           \
+        note_nonfinite(&first_nf, stage, h3_bf16_first_nonfinite(p, (size_t)(n)));                                 \
+        t0 = omp_get_wtime();                                                                                      \
+    } while (0)
 
     /* 1-2: adaln, norm1_mod */
     cpu_adaln(cfg, temb, wt->w[H3_T_ADALN_W], wt->w[H3_T_ADALN_B], mod);
     LAP(H3_STAGE_ADALN);
+    SCAN(H3_STAGE_ADALN, mod, h3_mod_width(cfg));
     progress_step(&pr, H3_STAGE_ADALN, (double)h3_mod_width(cfg) * cfg->temb);
     cpu_rmsnorm_mod(x, wt->w[H3_T_NORM1], mod, tags, S, C, eps, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, NULL, S, a);
     LAP(H3_STAGE_NORM1_MOD);
+    SCAN(H3_STAGE_NORM1_MOD, a, (size_t)S * C);
 
     /* 3-4: qkv_gemm and qk_norm_rope(_quant), per chunk of whole groups */
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
         const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
         block_gemm(&qw[0], a + (size_t)r0 * C, wt->w[H3_T_QKV], n, W3, C, buf, x8, sx);
         LAP(H3_STAGE_QKV_GEMM);
+        SCAN(H3_STAGE_QKV_GEMM, buf, (size_t)n * W3);
         progress_step(&pr, H3_STAGE_QKV_GEMM, 2.0 * n * W3 * C);
-        if (exact)
+        if (exact) {
             cpu_qk_norm_rope(cfg, buf, pos + (size_t)r0 * 3, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], n, NULL, n,
                              qb + (size_t)r0 * I, kb + (size_t)r0 * I, vb + (size_t)r0 * I);
-        else
-            cpu_qk_norm_rope_quant_groups(cfg, buf, pos, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], S, r0 / H3_QGROUP,
-                                          (r0 + n + H3_QGROUP - 1) / H3_QGROUP, NULL, 0, q8, k8, vt8, sc, sc + H * G,
-                                          sc + 2 * H * G);
-        LAP(H3_STAGE_QK_NORM_ROPE_QUANT);
+            LAP(H3_STAGE_QK_NORM_ROPE_QUANT);
+            SCAN(H3_STAGE_QK_NORM_ROPE_QUANT, qb + (size_t)r0 * I, (size_t)n * I);
+            SCAN(H3_STAGE_QK_NORM_ROPE_QUANT, kb + (size_t)r0 * I, (size_t)n * I);
+        } else {
+            if (cpu_qk_norm_rope_quant_groups(cfg, buf, pos, wt->w[H3_T_QNORM], wt->w[H3_T_KNORM], S, r0 / H3_QGROUP,
+                                              (r0 + n + H3_QGROUP - 1) / H3_QGROUP, NULL, 0, q8, k8, vt8, sc,
+                                              sc + H * G, sc + 2 * H * G)) {
+                oom = 1;
+                goto done;
+            }
+            LAP(H3_STAGE_QK_NORM_ROPE_QUANT);
+        }
+    }
+    /* the FP8 operands: a group's scale is non-finite when its amax was
+     * (the codes saturate, so the scales carry it) */
+    if (!exact) {
+        note_nonfinite(&first_nf, H3_STAGE_QK_NORM_ROPE_QUANT, h3_f32_first_nonfinite(sc, (size_t)3 * H * G));
+        t0 = omp_get_wtime();
     }
 
     /* 5: attention, per head */
@@ -155,15 +189,18 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
         cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, key_tile, 1, NULL, S, o, NULL);
     } else {
         for (int h = 0; h < H; h++) {
-            if (exact)
-                cpu_attention_exact_head(qb, kb, vb, S, H, h, NULL, S, o, NULL);
-            else
-                cpu_attention_fp8_head(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, h, key_tile, 1, NULL, S,
-                                       o, NULL);
+            const int rc = exact ? cpu_attention_exact_head(qb, kb, vb, S, H, h, NULL, S, o, NULL)
+                                 : cpu_attention_fp8_head(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, h,
+                                                          key_tile, 1, NULL, S, o, NULL);
+            if (rc) {
+                oom = 1;
+                goto done;
+            }
             progress_step(&pr, H3_STAGE_ATTENTION, 4.0 * S * (double)S * D);
         }
     }
     LAP(H3_STAGE_ATTENTION);
+    SCAN(H3_STAGE_ATTENTION, o, (size_t)S * I);
 
     /* 6: out_gemm, gate_res1 */
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
@@ -172,19 +209,24 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
         progress_step(&pr, H3_STAGE_OUT_GEMM, 2.0 * n * C * I);
     }
     LAP(H3_STAGE_OUT_GEMM);
+    SCAN(H3_STAGE_OUT_GEMM, y, (size_t)S * C);
     cpu_gate_residual(x, y, mod, tags, S, C, H3_SLOT_GATE_MSA, NULL, S, x1);
     LAP(H3_STAGE_GATE_RES1);
+    SCAN(H3_STAGE_GATE_RES1, x1, (size_t)S * C);
 
     /* 7-8: norm2_mod, fc1_gemm + swiglu per chunk */
     cpu_rmsnorm_mod(x1, wt->w[H3_T_NORM2], mod, tags, S, C, eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, NULL, S, a);
     LAP(H3_STAGE_NORM2_MOD);
+    SCAN(H3_STAGE_NORM2_MOD, a, (size_t)S * C);
     for (int r0 = 0; r0 < S; r0 += CHUNK) {
         const int n = S - r0 < CHUNK ? S - r0 : CHUNK;
         block_gemm(&qw[2], a + (size_t)r0 * C, wt->w[H3_T_FC1], n, 2 * F, C, buf, x8, sx);
         LAP(H3_STAGE_FC1_GEMM);
+        SCAN(H3_STAGE_FC1_GEMM, buf, (size_t)n * 2 * F);
         progress_step(&pr, H3_STAGE_FC1_GEMM, 2.0 * n * 2 * F * C);
         cpu_swiglu(buf, n, F, NULL, n, u + (size_t)r0 * F);
         LAP(H3_STAGE_SWIGLU);
+        SCAN(H3_STAGE_SWIGLU, u + (size_t)r0 * F, (size_t)n * F);
     }
 
     /* 9: fc2_gemm, gate_res2 */
@@ -194,8 +236,11 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
         progress_step(&pr, H3_STAGE_FC2_GEMM, 2.0 * n * C * F);
     }
     LAP(H3_STAGE_FC2_GEMM);
+    SCAN(H3_STAGE_FC2_GEMM, y, (size_t)S * C);
     cpu_gate_residual(x1, y, mod, tags, S, C, H3_SLOT_GATE_MLP, NULL, S, out);
     LAP(H3_STAGE_GATE_RES2);
+    SCAN(H3_STAGE_GATE_RES2, out, (size_t)S * C);
+#undef SCAN
 #undef LAP
     if (progress && pr.tty) {
         pr.last = -1e9;
@@ -204,8 +249,12 @@ static void block_forward(const h3_config *cfg, const cpu_block_weights *wt, int
     }
 
 done:
-    if (ms)
-        for (int s = 0; s < H3_STAGE_COUNT; s++) ms[s] = t_stage[s];
+    if (oom)
+        for (size_t i = 0; i < (size_t)S * C; i++) out[i] = 0x7fc0;
+    if (st) {
+        for (int s = 0; s < H3_STAGE_COUNT; s++) st->ms[s] = t_stage[s];
+        st->first_nonfinite = oom ? -1 : first_nf;
+    }
     free(mod);
     free(a);
     free(y);
@@ -226,18 +275,19 @@ done:
         free(qw[g].w8);
         free(qw[g].ws);
     }
+    return oom ? -1 : 0;
 }
 
-void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
-                       const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
-                       int progress, uint16_t *out, double *ms)
+int cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                      const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                      int progress, uint16_t *out, cpu_block_stats *st)
 {
-    block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, exact, 0, progress, out, ms);
+    return block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, exact, 0, progress, out, st);
 }
 
-void cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
-                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
-                           int progress, uint16_t *out, double *ms)
+int cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                          const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
+                          int progress, uint16_t *out, cpu_block_stats *st)
 {
-    block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, 0, fp8_mask & 15, progress, out, ms);
+    return block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, 0, fp8_mask & 15, progress, out, st);
 }

@@ -53,15 +53,16 @@ void cpu_qk_norm_rope_row(const h3_config *cfg, const uint16_t *qkv_row, const f
  * or transposed+permuted [D][S_pad] (vt = 1). mu_h [D] (NULL: none): the
  * values quantised are x - mu_h[d] (V smoothing). rot: each token's vector
  * goes through cpu_rotate_qk first (Q/K rotation; not with vt or mu_h).
- * Returns the scale (NaN if out of memory). */
+ * Returns the scale. */
 float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, int vt, int rot, const float *mu_h,
                       uint8_t *codes_h);
 
 /* qk_norm_rope + quantisation of groups g0..g1-1. qkv points at token 128*g0
- * ([(min(S,128 g1) - 128 g0)][3*H*D] bf16, the chunk's rows). */
-void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8,
-                                   uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv);
+ * ([(min(S,128 g1) - 128 g0)][3*H*D] bf16, the chunk's rows). 0, or -1 out
+ * of memory (those groups' scales are NaN). */
+int cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
+                                  const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8,
+                                  uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv);
 
 /* Key tiles the emulation supports: a divisor of 128 (one scale group per
  * tile), or a multiple of 64 (each 64-key chunk in one group: the wide sm90
@@ -71,11 +72,12 @@ static inline int cpu_key_tile_ok(int key_tile)
     return key_tile > 0 && (H3_QGROUP % key_tile == 0 || key_tile % 64 == 0);
 }
 
-/* Attention of one head h for the given rows (parallel over rows inside). */
-void cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
-                            const float *sk, const float *sv, const float *vmu, int S, int H, int h, int key_tile,
-                            int quant, const int *rows, int nrows, uint16_t *O, float *lse);
-void cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,
-                              const int *rows, int nrows, uint16_t *O, float *lse);
+/* Attention of one head h for the given rows (parallel over rows inside).
+ * 0, or -1 out of memory (the head's rows are NaN). */
+int cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                           const float *sk, const float *sv, const float *vmu, int S, int H, int h, int key_tile,
+                           int quant, const int *rows, int nrows, uint16_t *O, float *lse);
+int cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,
+                             const int *rows, int nrows, uint16_t *O, float *lse);
 
 #endif

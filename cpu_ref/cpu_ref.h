@@ -122,22 +122,25 @@ void cpu_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *m
 
 /* The fused stage qk_norm_rope_quant, as the GPU runs it: qkv -> FP8 operands.
  * Full sequence (scales need whole groups). vmu: V smoothing's mean (NULL:
- * none); rot_qk: Q/K rotation. */
-void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                            const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
-                            uint8_t *vt8, float *sq, float *sk, float *sv);
+ * none); rot_qk: Q/K rotation. 0, or -1 out of memory (the scales are NaN). */
+int cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
+                           const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
+                           uint8_t *vt8, float *sq, float *sk, float *sv);
 
 /* Emulated FP8 attention (the contract above). -> O [nrows][H*D] bf16,
  * lse [H][nrows] f32 (may be NULL). quant = 0 switches the P rounding off
  * (P8_j = p_j * multiplier, exact), for testing the online softmax alone.
- * vmu: the mean V was smoothed by (NULL: none), added to O. */
-void cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                       const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
-                       int nrows, uint16_t *O, float *lse);
+ * vmu: the mean V was smoothed by (NULL: none), added to O. 0, or -1 (out
+ * of memory, or a key_tile it cannot emulate): the heads that did not run
+ * are NaN. */
+int cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
+                      const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
+                      int nrows, uint16_t *O, float *lse);
 
-/* Exact FP32 attention on BF16 q, k, v [S][H*D] -> O [nrows][H*D] bf16, lse [H][nrows]. */
-void cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
-                         int nrows, uint16_t *O, float *lse);
+/* Exact FP32 attention on BF16 q, k, v [S][H*D] -> O [nrows][H*D] bf16, lse
+ * [H][nrows]. 0, or -1 out of memory (the heads that did not run are NaN). */
+int cpu_attention_exact(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
+                        int nrows, uint16_t *O, float *lse);
 
 /* x, y [S][C] bf16, mod [M][6][C], tags [S] -> out [nrows][C] bf16 */
 void cpu_gate_residual(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags, int S, int C,
@@ -151,14 +154,21 @@ void cpu_rope_omega(const h3_config *cfg, float *omega /* [rope_freqs] */);
 
 /* The whole block on the CPU over every row: x [S][C] -> out [S][C]. The
  * attention is the emulated FP8 one with key_tile (exact = 1: exact
- * attention instead). ms[H3_STAGE_COUNT] receives per-stage wall times (may be
- * NULL); progress != 0 prints a progress bar on stderr. */
+ * attention instead). st (may be NULL) receives per-stage wall times and the
+ * first stage whose output held a NaN or Inf (each stage's output is scanned
+ * as it is made: one pass over memory the stage just wrote); progress != 0
+ * prints a progress bar on stderr. Returns 0, or -1 when it ran out of
+ * memory: out is then all NaN and nothing is printed (the caller says it). */
 typedef struct {
     const uint16_t *w[10]; /* indexed by H3_T_* */
 } cpu_block_weights;
-void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
-                       const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
-                       int progress, uint16_t *out, double *ms);
+typedef struct {
+    double ms[H3_STAGE_COUNT]; /* wall time of each stage */
+    int first_nonfinite;       /* H3_STAGE_* of the first stage (in block order) whose output held a NaN or Inf; -1: none */
+} cpu_block_stats;
+int cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                      const float *temb, const int32_t *tags, const float *pos, int key_tile, int exact,
+                      int progress, uint16_t *out, cpu_block_stats *st);
 
 /* cpu_block_forward (emulated FP8 attention) with the GEMMs of fp8_mask in the
  * FP8 GEMM mode (dit_block --gemm fp8 or fp8:LIST): bit 0 qkv_gemm, 1
@@ -167,9 +177,9 @@ void cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S,
  * input per token (cpu_quant_rows_e4m3) and runs cpu_gemm_fp8. fp8_mask = 0
  * is cpu_block_forward. */
 #define CPU_FP8_ALL H3_FP8_ALL
-void cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
-                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
-                           int progress, uint16_t *out, double *ms);
+int cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
+                          const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
+                          int progress, uint16_t *out, cpu_block_stats *st);
 
 #ifdef __cplusplus
 }

@@ -91,12 +91,9 @@ float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, 
     const size_t ld = (size_t)H * D;
     /* The values quantised, [128 tokens][D]: the BF16 input, less V's mean
      * when smoothing (one FP32 subtraction, as the GPU does it), rotated when
-     * rot (q and k); padding tokens 0. */
-    float *t = malloc((size_t)H3_QGROUP * D * sizeof(float));
-    if (!t) { /* library code does not abort: NaN scales fail every check downstream */
-        fprintf(stderr, "cpu_quant_group: out of memory\n");
-        return NAN;
-    }
+     * rot (q and k); padding tokens 0. On the stack (64 KB): no allocation
+     * that could fail in the middle of the block. */
+    float t[H3_QGROUP * 128];
     float amax = 0.0f;
     for (int i = 0; i < H3_QGROUP; i++) {
         float *ti = t + (size_t)i * D;
@@ -126,7 +123,6 @@ float cpu_quant_group(const uint16_t *x, int n, int H, int h, int g, int S_pad, 
                 codes_h[(size_t)d * S_pad + base + p] = i < n ? h3_f32_to_e4m3(t[(size_t)i * D + d] * inv) : 0;
         }
     }
-    free(t);
     return scale;
 }
 
@@ -151,20 +147,27 @@ void cpu_quant_fp8(int S, int H, const uint16_t *q, const uint16_t *k, const uin
     }
 }
 
-void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                                   const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8,
-                                   uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv)
+int cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
+                                  const uint16_t *kw, int S, int g0, int g1, const float *vmu, int rot_qk, uint8_t *q8,
+                                  uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv)
 {
     const int H = cfg->heads, D = cfg->head_dim, S_pad = h3_pad_tokens(S), G = h3_groups(S);
     const size_t I = (size_t)H * D, W3 = (size_t)h3_qkv_width(cfg), plane = (size_t)S_pad * D;
     float omega[64];
     cpu_rope_omega(cfg, omega);
+    int oom = 0;
 #pragma omp parallel
     {
         uint16_t *tq = malloc(3 * H3_QGROUP * I * sizeof(uint16_t)); /* [3][128][I] bf16: q, k, v of one group */
         uint16_t *tk = tq + H3_QGROUP * I, *tv = tk + H3_QGROUP * I;
 #pragma omp for schedule(dynamic, 1)
         for (int g = g0; g < g1; g++) {
+            if (!tq) { /* out of memory: NaN scales, so nothing downstream passes */
+#pragma omp atomic write
+                oom = 1;
+                for (int h = 0; h < H; h++) sq[h * G + g] = sk[h * G + g] = sv[h * G + g] = NAN;
+                continue;
+            }
             const int n = S - g * H3_QGROUP < H3_QGROUP ? S - g * H3_QGROUP : H3_QGROUP;
             for (int i = 0; i < n; i++) {
                 const size_t s = (size_t)g * H3_QGROUP + i; /* token */
@@ -179,13 +182,15 @@ void cpu_qk_norm_rope_quant_groups(const h3_config *cfg, const uint16_t *qkv, co
         }
         free(tq);
     }
+    return oom ? -1 : 0;
 }
 
-void cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
-                            const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
-                            uint8_t *vt8, float *sq, float *sk, float *sv)
+int cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
+                           const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
+                           uint8_t *vt8, float *sq, float *sk, float *sv)
 {
-    cpu_qk_norm_rope_quant_groups(cfg, qkv, pos, qw, kw, S, 0, h3_groups(S), vmu, rot_qk, q8, k8, vt8, sq, sk, sv);
+    return cpu_qk_norm_rope_quant_groups(cfg, qkv, pos, qw, kw, S, 0, h3_groups(S), vmu, rot_qk, q8, k8, vt8, sq, sk,
+                                         sv);
 }
 
 void cpu_v_mean(const uint16_t *v, long ld, int stride_h, int S, int H, float *mu)

@@ -57,7 +57,9 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     b->block_index = -1;
     if (err && errlen) err[0] = 0;
     h3_ckpt ck;
-    if (h3_ckpt_open(path, opt->block, &ck, err, errlen) != 0) return -1;
+    int rc = h3_ckpt_open(path, opt->block, &ck, err, errlen);
+    if (rc != 0) return rc;
+    rc = ST_ERR_FILE; /* the failures below are the file's, but for memory */
     b->block_index = ck.block;
     b->n_blocks = ck.n_blocks;
     b->n_source_tensors = ck.n_names;
@@ -196,6 +198,7 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     b->store = malloc(total * sizeof(uint16_t)); // the ten tensors, bf16, in enum order
     if (!b->store) {
         seterr(err, errlen, "%s: out of memory for the block (%zu bytes)", path, total * sizeof(uint16_t));
+        rc = ST_ERR_RESOURCE;
         goto fail;
     }
     uint16_t *dst[H3_T_COUNT];
@@ -220,5 +223,5 @@ fail:
     h3_ckpt_close(&ck);
     h3_block_free(b);
     b->block_index = -1;
-    return -1;
+    return rc;
 }

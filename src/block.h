@@ -41,7 +41,9 @@ typedef struct {
 
 typedef void (*h3_warn_fn)(const char *msg);
 
-/* h3_block_load_with with no block chosen and no QKV order given. */
+/* h3_block_load_with with no block chosen and no QKV order given. Both
+ * return 0, ST_ERR_FILE (the source is refused: a user error) or
+ * ST_ERR_RESOURCE (out of memory), err one line. */
 int h3_block_load(const char *path, h3_block *b, h3_warn_fn warn, char *err, size_t errlen);
 int h3_block_load_with(const char *path, const h3_load_options *o, h3_block *b, h3_warn_fn warn, char *err,
                        size_t errlen);

@@ -98,7 +98,8 @@ static int known_suffix(const char *rest, int *ours, int *diff)
 
 /* name = stack + N + "." + rest, stack = P + "blocks." or P +
  * "transformer_blocks.", P empty or ending in '.'. Returns rest (NULL when
- * name has no such part), *slen = strlen(stack), *n = N. */
+ * name has no such part), *slen = strlen(stack), *n = N (its digits as
+ * spelt, "7" or "007", are name[*slen .. rest - 1)). */
 static const char *split_block(const char *name, size_t *slen, long *n)
 {
     for (const char *p = name; (p = strstr(p, "blocks.")) != NULL; p++) {
@@ -362,6 +363,25 @@ static int pick_block(h3_ckpt *c, int want, char *err, size_t errlen)
         if (split_block(c->names[k], &slen, &b) && slen == sl && !strncmp(c->names[k], c->stack, sl)) num[m++] = b;
     }
     qsort(num, (size_t)m, sizeof *num, cmp_long);
+    const long chosen = want >= 0 ? want : (m ? num[0] : -1);
+    /* the chosen block's number as spelt; two spellings of it ('blocks.7.'
+     * and 'blocks.007.') would be two readings of one file: refused */
+    c->digits[0] = 0;
+    for (int k = 0; k < c->n_names; k++) {
+        size_t slen;
+        long b;
+        const char *r = split_block(c->names[k], &slen, &b);
+        if (!r || b != chosen || slen != sl || strncmp(c->names[k], c->stack, sl)) continue;
+        const int nd = (int)(r - 1 - (c->names[k] + sl));
+        if (!c->digits[0]) {
+            snprintf(c->digits, sizeof c->digits, "%.*s", nd, c->names[k] + sl);
+        } else if ((int)strlen(c->digits) != nd || strncmp(c->digits, c->names[k] + sl, (size_t)nd)) {
+            const int bad = fail(err, errlen, "%s: block %ld is spelt two ways: '%s%s.' and '%.*s'", c->path, chosen,
+                                 c->stack, c->digits, (int)(r - c->names[k]), c->names[k]);
+            free(num);
+            return bad;
+        }
+    }
     int u = 0, found = 0;
     for (int i = 0; i < m; i++)
         if (i == 0 || num[i] != num[i - 1]) num[u++] = num[i];
@@ -393,7 +413,9 @@ static int in_block(const h3_ckpt *c, int k, const char **rest)
     size_t slen;
     long b;
     const char *r = split_block(nm, &slen, &b);
-    if (!r || b != c->block || slen != strlen(c->stack) || strncmp(nm, c->stack, slen)) return 0;
+    if (!r || b != c->block || slen != strlen(c->stack) || strncmp(nm, c->stack, slen) ||
+        strlen(c->digits) != (size_t)(r - 1 - (nm + slen)) || strncmp(nm + slen, c->digits, strlen(c->digits)))
+        return 0;
     *rest = r;
     return 1;
 }
@@ -432,7 +454,7 @@ static int map_block(h3_ckpt *c, char *err, size_t errlen)
 
     char pre[H3_CKPT_STACK + 16];
     if (c->block >= 0)
-        snprintf(pre, sizeof pre, "%s%d.", c->stack, c->block);
+        snprintf(pre, sizeof pre, "%s%s.", c->stack, c->digits);
     else
         pre[0] = 0;
     for (int i = 0; i < H3_T_COUNT; i++) {

@@ -54,6 +54,7 @@ typedef struct {
     int diffusers;                          /* names are diffusers' */
     char stack[H3_CKPT_STACK];              /* prefix and "blocks." or "transformer_blocks."; "" without numbers */
     int block;                              /* N, -1 when the names carry none */
+    char digits[16];                        /* N as the names spell it ("7", "007") */
     int n_blocks, first_block, last_block;  /* of the stack */
     const st_file *src_file[H3_T_COUNT][3]; /* where each of our tensors comes from (3 parts: to_q/to_k/to_v) */
     const st_tensor *src[H3_T_COUNT][3];    /* NULL where missing */

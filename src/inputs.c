@@ -67,9 +67,9 @@ static int alloc_inputs(const h3_config *cfg, int S, h3_inputs *in, const char *
     in->tags = malloc((size_t)S * sizeof *in->tags);
     in->pos = malloc((size_t)S * 3 * sizeof *in->pos);
     if (!in->x || !in->temb || !in->tags || !in->pos) {
-        seterr(err, errlen, "%s: out of memory for %d tokens", who, S);
+        seterr(err, errlen, "%s: out of host memory for %d tokens", who, S);
         h3_inputs_free(in);
-        return -1;
+        return ST_ERR_RESOURCE;
     }
     return 0;
 }
@@ -141,7 +141,8 @@ int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile pro
         if (n_audio < 1) n_audio = 1;
     }
     int n_video = S - n_text - n_audio; /* >= 1 for S >= 3: text + audio is about 3.7% of S */
-    if (alloc_inputs(cfg, S, in, "default inputs", err, errlen) != 0) return -1;
+    const int rc = alloc_inputs(cfg, S, in, "default inputs", err, errlen);
+    if (rc != 0) return rc;
 
     const int frame = GRID_H * GRID_W;
     const int frames = (n_video + frame - 1) / frame;
@@ -168,8 +169,8 @@ int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile pro
     if (profile == H3_PROFILE_MODEL) {
         if (model_hidden_states(cfg, S, seed, in->x) != 0) {
             h3_inputs_free(in);
-            seterr(err, errlen, "default inputs: out of memory");
-            return -1;
+            seterr(err, errlen, "default inputs: out of host memory for the channel statistics");
+            return ST_ERR_RESOURCE;
         }
     } else {
 #ifdef _OPENMP
@@ -217,7 +218,9 @@ int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *
     memset(in, 0, sizeof *in);
     if (err && errlen) err[0] = 0;
     st_file f;
-    if (st_open(path, &f, err, errlen) != 0) return -1;
+    int rc = st_open(path, &f, err, errlen);
+    if (rc != 0) return rc;
+    rc = ST_ERR_FILE;
     const st_tensor *tx, *tt, *tg, *tp;
     char why[128];
     if (!(tx = need(&f, "x", err, errlen)) || !(tt = need(&f, "temb", err, errlen)) ||
@@ -243,7 +246,8 @@ int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *
     }
     if (check_dtype(&f, tp, ST_F32, err, errlen) || check_shape(&f, tp, 2, (int64_t[]){S, 3}, why, err, errlen))
         goto fail;
-    if (alloc_inputs(cfg, S, in, path, err, errlen) != 0) goto fail;
+    if ((rc = alloc_inputs(cfg, S, in, path, err, errlen)) != 0) goto fail;
+    rc = ST_ERR_FILE;
     memcpy(in->x, tx->data, (size_t)S * cfg->hidden * sizeof *in->x);
     memcpy(in->temb, tt->data, (size_t)cfg->temb * sizeof *in->temb);
     memcpy(in->pos, tp->data, (size_t)S * 3 * sizeof *in->pos);
@@ -284,7 +288,7 @@ fail_free:
     h3_inputs_free(in);
 fail:
     st_close(&f);
-    return -1;
+    return rc;
 }
 
 int h3_inputs_save(const char *path, const h3_config *cfg, const h3_inputs *in, char *err, size_t errlen)

@@ -28,9 +28,10 @@ typedef struct {
  * same proportions. temb ~ N(0,1); x in BF16 from seed: N(0,1) (uniform
  * profile), or N(0,1) plus per-channel means and a few massive-activation
  * channels (model profile, inputs.c). */
+/* Both return 0, ST_ERR_FILE (bad arguments or a refused file: a user
+ * error) or ST_ERR_RESOURCE (out of host memory), err one line. */
 int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile profile, h3_inputs *in, char *err,
-                      size_t errlen);
-int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *err, size_t errlen);
+                      size_t errlen);int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *err, size_t errlen);
 int h3_inputs_save(const char *path, const h3_config *cfg, const h3_inputs *in, char *err, size_t errlen);
 void h3_inputs_free(h3_inputs *in);
 

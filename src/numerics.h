@@ -139,4 +139,26 @@ static inline int h3_e4m3_codes_close(uint8_t a, uint8_t b)
     return fabsf(h3_e4m3_to_f32(a) - h3_e4m3_to_f32(b)) <= H3_E4M3_MAX / 128.0f;
 }
 
+/* ---- non-finite scans (the outputs of the block and of its stages) ----
+ * Index of the first NaN or Inf, or -1. BF16: exponent all ones; e4m3fn has
+ * no infinities, only the NaN codes S.1111.111. */
+static inline long h3_bf16_first_nonfinite(const uint16_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((v[i] & 0x7f80) == 0x7f80) return (long)i;
+    return -1;
+}
+static inline long h3_f32_first_nonfinite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return (long)i;
+    return -1;
+}
+static inline long h3_e4m3_first_nan(const uint8_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((v[i] & 0x7f) == 0x7f) return (long)i;
+    return -1;
+}
+
 #endif

@@ -34,16 +34,21 @@
 
 static const struct {
     const char *name;
-    size_t size;
+    size_t bits;
 } dtype_info[ST_DTYPE_COUNT] = {
-    [ST_BOOL] = {"BOOL", 1}, [ST_U8] = {"U8", 1},     [ST_I8] = {"I8", 1},
-    [ST_I32] = {"I32", 4},   [ST_I64] = {"I64", 8},   [ST_F16] = {"F16", 2},
-    [ST_BF16] = {"BF16", 2}, [ST_F32] = {"F32", 4},   [ST_F64] = {"F64", 8},
-    [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
+    [ST_BOOL] = {"BOOL", 8},        [ST_U8] = {"U8", 8},           [ST_I8] = {"I8", 8},
+    [ST_I32] = {"I32", 32},         [ST_I64] = {"I64", 64},        [ST_F16] = {"F16", 16},
+    [ST_BF16] = {"BF16", 16},       [ST_F32] = {"F32", 32},        [ST_F64] = {"F64", 64},
+    [ST_F8_E4M3] = {"F8_E4M3", 8},  [ST_F8_E5M2] = {"F8_E5M2", 8}, [ST_F4] = {"F4", 4},
+    [ST_F6_E2M3] = {"F6_E2M3", 6},  [ST_F6_E3M2] = {"F6_E3M2", 6}, [ST_F8_E8M0] = {"F8_E8M0", 8},
+    [ST_F8_E4M3FNUZ] = {"F8_E4M3FNUZ", 8}, [ST_F8_E5M2FNUZ] = {"F8_E5M2FNUZ", 8},
+    [ST_I16] = {"I16", 16},         [ST_U16] = {"U16", 16},        [ST_U32] = {"U32", 32},
+    [ST_U64] = {"U64", 64},         [ST_C64] = {"C64", 64},
 };
 
 const char *st_dtype_name(st_dtype t) { return (unsigned)t < ST_DTYPE_COUNT ? dtype_info[t].name : "?"; }
-size_t st_dtype_size(st_dtype t) { return (unsigned)t < ST_DTYPE_COUNT ? dtype_info[t].size : 0; }
+size_t st_dtype_bits(st_dtype t) { return (unsigned)t < ST_DTYPE_COUNT ? dtype_info[t].bits : 0; }
+size_t st_dtype_size(st_dtype t) { return st_dtype_bits(t) % 8 ? 0 : st_dtype_bits(t) / 8; }
 
 int st_dtype_parse(const char *s, st_dtype *out)
 {
@@ -68,6 +73,19 @@ static int64_t numel_checked(const int64_t *shape, int rank)
     return n;
 }
 
+/* Bytes of a tensor of this shape and dtype into *bytes; NULL, or why not:
+ * the element count or the bit count overflows, or (F4, F6_*) the bits do
+ * not fill whole bytes, which the official reader refuses too. */
+static const char *tensor_bytes(const int64_t *shape, int rank, st_dtype dtype, uint64_t *bytes)
+{
+    const int64_t n = numel_checked(shape, rank);
+    const uint64_t bits = st_dtype_bits(dtype);
+    if (n < 0 || !bits || (uint64_t)n > UINT64_MAX / bits) return "element count or byte size overflows 64 bits";
+    if ((uint64_t)n * bits % 8) return "its bits do not fill whole bytes";
+    *bytes = (uint64_t)n * bits / 8;
+    return NULL;
+}
+
 int64_t st_numel(const st_tensor *t) { return numel_checked(t->shape, t->rank); }
 
 /* ------------------------------------------------------------------ errors */
@@ -81,30 +99,73 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Printable form of a name for an error line: control bytes and quotes are
- * escaped, long names cut (the line stays one line, and bounded). */
-typedef struct {
-    char s[168];
-} qname;
-static qname quote(const char *name, size_t len)
+/* Length of the valid UTF-8 sequence at s (avail >= 1 bytes; 1 for ASCII),
+ * or 0: strict as the official reader (serde_json) is, so no overlong forms,
+ * no surrogates (U+D800..U+DFFF), nothing above U+10FFFF, no sequence cut
+ * short. *cp receives the code point. */
+static size_t utf8_seq(const unsigned char *s, size_t avail, uint32_t *cp)
 {
-    qname q;
+    const unsigned c = s[0];
+    size_t len;
+    uint32_t min, v;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xe0) == 0xc0) {
+        len = 2, min = 0x80, v = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3, min = 0x800, v = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4, min = 0x10000, v = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (avail < len) return 0;
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[k] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return len;
+}
+
+char *st_escape(char *out, size_t outlen, const char *str, size_t len, int quoted)
+{
+    const unsigned char *s = (const unsigned char *)str;
     size_t o = 0;
-    for (size_t i = 0; i < len && o + 8 < sizeof q.s; i++) {
-        unsigned char c = (unsigned char)name[i];
-        if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\')
-            o += (size_t)snprintf(q.s + o, sizeof q.s - o, "\\x%02x", c);
-        else
-            q.s[o++] = (char)c;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        const size_t n = utf8_seq(s + i, len - i, &cp);
+        /* control characters (C0, DEL, C1), bytes that are not UTF-8 and,
+         * inside quotes, the quote and the escape character: as \xNN */
+        const int esc = n == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (quoted && (cp == '\'' || cp == '\\'));
+        const size_t take = n ? n : 1, need = esc ? 4 * take : take;
+        if (o + need + 4 > outlen) { /* room is kept for "..." and the terminator */
+            if (o + 4 <= outlen) {
+                memcpy(out + o, "...", 3);
+                o += 3;
+            }
+            break;
+        }
+        for (size_t k = 0; k < take; k++) {
+            if (esc)
+                o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", s[i + k]);
+            else
+                out[o++] = (char)s[i + k];
+        }
+        i += take;
     }
-    if (o + 8 >= sizeof q.s) {
-        memcpy(q.s + o, "...", 3);
-        o += 3;
-    }
-    q.s[o] = 0;
+    if (outlen) out[o < outlen ? o : outlen - 1] = 0;
+    return out;
+}
+
+st_quoted st_quote(const char *s)
+{
+    st_quoted q;
+    st_escape(q.s, sizeof q.s, s, strlen(s), 1);
     return q;
 }
-static qname qstr(const char *s) { return quote(s, strlen(s)); }
 
 /* ------------------------------------------------------- strict JSON scan */
 
@@ -120,6 +181,7 @@ typedef struct {
     size_t *key_off;
     int *sub_count;
     int n_top, cap_top;
+    bool oom; /* msg is "out of memory": a resource error, not the file's */
 } jscan;
 
 static bool scan_fail(jscan *js, const char *msg)
@@ -139,6 +201,22 @@ static int scan_peek(const jscan *js) { return js->i < js->n ? (unsigned char)js
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 static bool is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+/* The 4 hex digits of a \u escape at js->i (advanced past them) into *v. */
+static bool scan_hex4(jscan *js, unsigned *v)
+{
+    *v = 0;
+    for (int k = 0; k < 4; k++, js->i++) {
+        const int c = scan_peek(js);
+        if (!is_hex(c)) return scan_fail(js, "bad \\u escape");
+        *v = *v << 4 | (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return true;
+}
+
+/* A string: raw bytes must be strict UTF-8 (utf8_seq) and a \u escape of a
+ * surrogate must be a high one followed by a low one, as serde_json (the
+ * official reader) requires; json-c lets overlong forms, encoded surrogates
+ * and lone \ud800 escapes through. */
 static bool scan_string(jscan *js)
 {
     if (scan_peek(js) != '"') return scan_fail(js, "expected a string");
@@ -151,6 +229,13 @@ static bool scan_string(jscan *js)
             return true;
         }
         if (c < 0x20) return scan_fail(js, "control character in string");
+        if (c >= 0x80) {
+            uint32_t cp;
+            const size_t n = utf8_seq((const unsigned char *)js->s + js->i, js->n - js->i, &cp);
+            if (!n) return scan_fail(js, "invalid utf-8 in a string (overlong, surrogate, above U+10FFFF or cut short)");
+            js->i += n;
+            continue;
+        }
         js->i++;
         if (c == '\\') {
             c = scan_peek(js);
@@ -158,8 +243,16 @@ static bool scan_string(jscan *js)
                 js->i++;
                 if (js->n - js->i >= 4 && memcmp(js->s + js->i, "0000", 4) == 0)
                     return scan_fail(js, "\\u0000 in a string (names and metadata are C strings)");
-                for (int k = 0; k < 4; k++, js->i++)
-                    if (!is_hex(scan_peek(js))) return scan_fail(js, "bad \\u escape");
+                unsigned v;
+                if (!scan_hex4(js, &v)) return false;
+                if (v >= 0xdc00 && v <= 0xdfff) return scan_fail(js, "lone low surrogate \\u escape in a string");
+                if (v >= 0xd800 && v <= 0xdbff) { /* must pair with a low surrogate */
+                    if (js->n - js->i < 2 || memcmp(js->s + js->i, "\\u", 2) != 0)
+                        return scan_fail(js, "lone high surrogate \\u escape in a string");
+                    js->i += 2;
+                    if (!scan_hex4(js, &v)) return false;
+                    if (v < 0xdc00 || v > 0xdfff) return scan_fail(js, "lone high surrogate \\u escape in a string");
+                }
             } else if (c >= 0 && strchr("\"\\/bfnrt", c)) {
                 js->i++;
             } else {
@@ -171,6 +264,7 @@ static bool scan_string(jscan *js)
 
 static bool scan_number(jscan *js)
 {
+    const size_t at = js->i;
     if (scan_peek(js) == '-') js->i++;
     if (scan_peek(js) == '0') {
         js->i++;
@@ -178,6 +272,13 @@ static bool scan_number(jscan *js)
         while (is_digit(scan_peek(js))) js->i++;
     } else {
         return scan_fail(js, "bad number");
+    }
+    /* json-c reads -0 as the integer 0; the official reader sees -0.0, not a
+     * size (shapes and offsets are the only numbers of a header) */
+    const int next = scan_peek(js);
+    if (js->i - at == 2 && js->s[at] == '-' && js->s[at + 1] == '0' && next != '.' && next != 'e' && next != 'E') {
+        js->i = at;
+        return scan_fail(js, "-0 is not a size or offset (a negative zero)");
     }
     if (scan_peek(js) == '.') {
         js->i++;
@@ -230,7 +331,10 @@ static bool scan_object(jscan *js, int depth, int *count, bool top)
                 if (ko) js->key_off = ko;
                 int *sc = realloc(js->sub_count, (size_t)cap * sizeof *sc);
                 if (sc) js->sub_count = sc;
-                if (!ko || !sc) return scan_fail(js, "out of memory");
+                if (!ko || !sc) {
+                    js->oom = true;
+                    return scan_fail(js, "out of memory");
+                }
                 js->cap_top = cap;
             }
             js->key_off[js->n_top] = key_at;
@@ -369,7 +473,7 @@ static const char *parse_entry(json_object *v, int n_fields_text, uint64_t data_
         else if (strcmp(key, "data_offsets") == 0)
             jo = val;
         else {
-            snprintf(buf, buflen, "unknown field '%s'", qstr(key).s);
+            snprintf(buf, buflen, "unknown field '%s'", st_quote(key).s);
             return buf;
         }
     }
@@ -379,7 +483,7 @@ static const char *parse_entry(json_object *v, int n_fields_text, uint64_t data_
 
     if (json_object_get_type(jd) != json_type_string) return "dtype is not a string";
     if (st_dtype_parse(json_object_get_string(jd), &t->dtype) != 0) {
-        snprintf(buf, buflen, "unknown dtype '%s'", qstr(json_object_get_string(jd)).s);
+        snprintf(buf, buflen, "unknown dtype '%s'", st_quote(json_object_get_string(jd)).s);
         return buf;
     }
 
@@ -420,10 +524,9 @@ static const char *parse_entry(json_object *v, int n_fields_text, uint64_t data_
                  (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_size);
         return buf;
     }
-    int64_t n = numel_checked(t->shape, t->rank);
-    size_t es = st_dtype_size(t->dtype);
-    if (n < 0 || (uint64_t)n > UINT64_MAX / es) return "element count or byte size overflows 64 bits";
-    uint64_t bytes = (uint64_t)n * es;
+    uint64_t bytes;
+    const char *e = tensor_bytes(t->shape, t->rank, t->dtype, &bytes);
+    if (e) return e;
     if (bytes != t->end - t->begin) {
         snprintf(buf, buflen, "byte size mismatch: data_offsets [%llu, %llu) hold %llu bytes, shape x %s needs %llu",
                  (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
@@ -448,12 +551,12 @@ static int parse_metadata(st_file *f, json_object *v, int n_text, char *err, siz
     f->meta_vals = calloc((size_t)n + 1, sizeof(char *));
     if (!f->meta_keys || !f->meta_vals) {
         seterr(err, errlen, "%s: out of memory", f->path);
-        return -1;
+        return ST_ERR_RESOURCE;
     }
     json_object_object_foreach(v, key, val)
     {
         if (json_object_get_type(val) != json_type_string) {
-            seterr(err, errlen, "%s: __metadata__ '%s' is not a string", f->path, qstr(key).s);
+            seterr(err, errlen, "%s: __metadata__ '%s' is not a string", f->path, st_quote(key).s);
             return -1;
         }
         f->meta_keys[f->n_meta] = strdup(key);
@@ -461,13 +564,15 @@ static int parse_metadata(st_file *f, json_object *v, int n_text, char *err, siz
         f->n_meta++;
         if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
             seterr(err, errlen, "%s: out of memory", f->path);
-            return -1;
+            return ST_ERR_RESOURCE;
         }
     }
     return 0;
 }
 
-/* Validates the parsed header and fills f->tensors / meta. */
+/* Validates the parsed header and fills f->tensors / meta (the tensors'
+ * data pointers are set once the data is read). 0, ST_ERR_FILE or
+ * ST_ERR_RESOURCE. */
 static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *err, size_t errlen)
 {
     const char *p = f->path;
@@ -475,7 +580,7 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     f->tensors = calloc((size_t)n_all + 1, sizeof *f->tensors);
     if (!f->tensors) {
         seterr(err, errlen, "%s: out of memory", p);
-        return -1;
+        return ST_ERR_RESOURCE;
     }
     char buf[320];
     int idx = 0; /* no top-level duplicates, so json-c's order is the text's */
@@ -483,21 +588,21 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     {
         int n_text = js->sub_count[idx++];
         if (strcmp(key, "__metadata__") == 0) {
-            if (parse_metadata(f, val, n_text, err, errlen) != 0) return -1;
+            const int rc = parse_metadata(f, val, n_text, err, errlen);
+            if (rc) return rc;
             continue;
         }
         st_tensor *t = &f->tensors[f->n_tensors];
         if (!(t->name = strdup(key))) {
             seterr(err, errlen, "%s: out of memory", p);
-            return -1;
+            return ST_ERR_RESOURCE;
         }
         f->n_tensors++;
         const char *e = parse_entry(val, n_text, f->data_size, t, buf, sizeof buf);
         if (e) {
-            seterr(err, errlen, "%s: tensor '%s': %s", p, qstr(key).s, e);
+            seterr(err, errlen, "%s: tensor '%s': %s", p, st_quote(key).s, e);
             return -1;
         }
-        t->data = f->data ? f->data + t->begin : NULL; /* NULL: opened by st_open_header */
     }
 
     /* The tensors must tile [0, data_size) exactly: sorted by offset, each
@@ -508,13 +613,13 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     for (int i = 0; i < f->n_tensors; i++) {
         const st_tensor *t = &f->tensors[i];
         if (t->begin < cursor) {
-            seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu) overlap '%s'", p, qstr(t->name).s,
-                   (unsigned long long)t->begin, (unsigned long long)t->end, qstr(last->name).s);
+            seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu) overlap '%s'", p, st_quote(t->name).s,
+                   (unsigned long long)t->begin, (unsigned long long)t->end, st_quote(last->name).s);
             return -1;
         }
         if (t->begin > cursor) {
             seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu) leave a gap: bytes [%llu, %llu) belong to no tensor",
-                   p, qstr(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end,
+                   p, st_quote(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end,
                    (unsigned long long)cursor, (unsigned long long)t->begin);
             return -1;
         }
@@ -530,23 +635,23 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     return 0;
 }
 
-/* pread until n bytes are in or the file ends; returns the bytes read, with
- * *e = errno if a read failed (0 at end of file). */
-static size_t pread_full(int fd, void *buf, size_t n, uint64_t off, int *e)
+/* pread until n bytes or end of file; the count read, -1 on an error. */
+static ssize_t pread_full(int fd, void *buf, size_t n, off_t at)
 {
     size_t got = 0;
-    *e = 0;
     while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        const ssize_t r = pread(fd, (char *)buf + got, n - got, at + (off_t)got);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            *e = r < 0 ? errno : 0;
-            break;
-        }
+        if (r < 0) return -1;
+        if (r == 0) break;
         got += (size_t)r;
     }
-    return got;
+    return (ssize_t)got;
 }
+
+/* Alignment of the data region in the private copy: a header of any length
+ * (the format allows odd ones) still gives every dtype aligned data. */
+#define DATA_ALIGN 64
 
 /* st_open, or with header_only st_open_header: then only the 8-byte length
  * and the header are read, and the tensors' data pointers stay NULL. */
@@ -554,16 +659,19 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
 {
     memset(f, 0, sizeof *f);
     if (err && errlen) err[0] = 0;
-    int rc = -1, fd = -1;
+    int rc = ST_ERR_FILE, fd = -1;
     json_object *root = NULL;
     json_tokener *tok = NULL;
     jscan js = {0};
+    char *hdr = NULL; /* [n] the header as read first, before any data byte */
 
     if (!(f->path = strdup(path))) {
         seterr(err, errlen, "%s: out of memory", path);
-        return -1;
+        return ST_ERR_RESOURCE;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+     * fstat then refuses it. Reads of a regular file ignore the flag. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         goto out;
@@ -579,47 +687,20 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
                (unsigned long long)size);
         goto out;
     }
-    /* header_only: the length, then as much header as it claims where that
-     * fits the limit and the file (a length that does not is reported below). */
-    uint64_t want = size;
-    if (header_only) {
-        uint8_t l8[8];
-        int e;
-        if (pread_full(fd, l8, 8, 0, &e) != 8) {
-            seterr(err, errlen, "%s: file changed while reading (the header length%s%s)", path, e ? ": " : "",
-                   e ? strerror(e) : "");
-            goto out;
-        }
-        uint64_t hn = 0;
-        for (int i = 7; i >= 0; i--) hn = hn << 8 | l8[i];
-        want = 8 + (hn <= ST_MAX_HEADER && hn <= size - 8 ? hn : 0);
-    }
-    if (want > SIZE_MAX) {
+    if (size > SIZE_MAX - DATA_ALIGN) {
         seterr(err, errlen, "%s: file too large to map", path);
         goto out;
     }
-    /* Read into anonymous memory rather than mapping the file: a file
-     * truncated or rewritten after st_open can then neither fault (SIGBUS)
-     * nor change bytes that were already validated. One sequential read of
-     * the 1.3 GB block costs well under a second from the page cache. */
-    void *m = mmap(NULL, (size_t)want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-        seterr(err, errlen, "%s: cannot allocate %llu bytes: %s", path, (unsigned long long)want, strerror(errno));
+    /* 1. The header length and the header, alone: a bad one is refused at
+     * the cost of its own bytes, not of the file's (a sparse multi-GB file
+     * with a zero length takes no memory and no time). */
+    uint8_t len8[8];
+    if (pread_full(fd, len8, 8, 0) != 8) {
+        seterr(err, errlen, "%s: file changed while reading (the header length)", path);
         goto out;
     }
-    f->map = m;
-    f->map_size = (size_t)want;
-    int rerr;
-    size_t got = pread_full(fd, m, (size_t)want, 0, &rerr);
-    if (got < want) {
-        seterr(err, errlen, "%s: file changed while reading (%zu of %llu bytes read%s%s)", path, got,
-               (unsigned long long)want, rerr ? ": " : "", rerr ? strerror(rerr) : "");
-        goto out;
-    }
-    mprotect(m, (size_t)want, PROT_READ);
-    const uint8_t *b = m;
     uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | b[i]; /* little-endian u64 */
+    for (int i = 7; i >= 0; i--) n = n << 8 | len8[i]; /* little-endian u64 */
     f->header_len = n;
     if (n > ST_MAX_HEADER) {
         seterr(err, errlen, "%s: header length %llu exceeds the %u-byte limit", path, (unsigned long long)n,
@@ -631,28 +712,41 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
                (unsigned long long)n, (unsigned long long)size);
         goto out;
     }
-    const char *h = (const char *)b + 8;
-    f->data = header_only ? NULL : b + 8 + n;
+    if (n == 0) {
+        seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
+        goto out;
+    }
+    if (!(hdr = malloc((size_t)n))) {
+        seterr(err, errlen, "%s: out of memory for the %llu-byte header", path, (unsigned long long)n);
+        rc = ST_ERR_RESOURCE;
+        goto out;
+    }
+    if (pread_full(fd, hdr, (size_t)n, 8) != (ssize_t)n) {
+        seterr(err, errlen, "%s: file changed while reading (the header)", path);
+        goto out;
+    }
     f->data_size = size - 8 - n;
-    if (n == 0 || h[0] != '{') {
+    if (hdr[0] != '{') {
         seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
         goto out;
     }
 
-    js.s = h;
+    js.s = hdr;
     js.n = (size_t)n;
     int top_count = 0;
     if (!scan_header(&js, &top_count)) {
         seterr(err, errlen, "%s: invalid JSON header at byte %zu: %s", path, js.at, js.msg);
+        if (js.oom) rc = ST_ERR_RESOURCE;
         goto out;
     }
     tok = json_tokener_new_ex(SCAN_MAX_DEPTH + 4);
     if (!tok) {
         seterr(err, errlen, "%s: out of memory", path);
+        rc = ST_ERR_RESOURCE;
         goto out;
     }
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    root = json_tokener_parse_ex(tok, h, (int)n);
+    root = json_tokener_parse_ex(tok, hdr, (int)n);
     enum json_tokener_error je = json_tokener_get_error(tok);
     if (!root || je != json_tokener_success || json_object_get_type(root) != json_type_object) {
         seterr(err, errlen, "%s: invalid JSON header at byte %zu: %s", path, json_tokener_get_parse_end(tok),
@@ -661,17 +755,48 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     }
     if (top_count != json_object_object_length(root)) {
         char *dup = find_duplicate_key(&js);
-        seterr(err, errlen, "%s: tensor '%s': duplicate name in the header", path, dup ? qstr(dup).s : "?");
+        seterr(err, errlen, "%s: tensor '%s': duplicate name in the header", path, dup ? st_quote(dup).s : "?");
         free(dup);
         goto out;
     }
-    if (parse_tensors(f, root, &js, err, errlen) != 0) goto out;
+    if ((rc = parse_tensors(f, root, &js, err, errlen)) != 0) goto out;
+    if (header_only) goto out; /* rc = 0: the header alone, data pointers NULL */
+    rc = ST_ERR_FILE;
+
+    /* 2. The header is valid: now the whole file, into anonymous memory
+     * rather than a mapping of the file, so a file truncated or rewritten
+     * after st_open can neither fault (SIGBUS) nor change bytes that were
+     * already validated. One sequential read of the 1.3 GB block costs well
+     * under a second from the page cache. The copy starts at an offset that
+     * puts the data region on a DATA_ALIGN boundary. */
+    const size_t shift = (DATA_ALIGN - (size_t)(8 + n) % DATA_ALIGN) % DATA_ALIGN;
+    void *m = mmap(NULL, (size_t)size + shift, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        seterr(err, errlen, "%s: cannot allocate %llu bytes for the file: %s", path, (unsigned long long)size,
+               strerror(errno));
+        rc = ST_ERR_RESOURCE;
+        goto out;
+    }
+    f->mem = m;
+    f->mem_size = (size_t)size + shift;
+    f->map = (char *)m + shift;
+    f->map_size = (size_t)size;
+    const ssize_t got = pread_full(fd, f->map, (size_t)size, 0);
+    if (got != (ssize_t)size || memcmp(f->map, len8, 8) != 0 || memcmp((char *)f->map + 8, hdr, (size_t)n) != 0) {
+        seterr(err, errlen, "%s: file changed while reading (%lld of %llu bytes read%s%s)", path, (long long)got,
+               (unsigned long long)size, got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
+        goto out;
+    }
+    mprotect(m, f->mem_size, PROT_READ);
+    f->data = (const uint8_t *)f->map + 8 + n;
+    for (int i = 0; i < f->n_tensors; i++) f->tensors[i].data = f->data + f->tensors[i].begin;
     rc = 0;
 out:
     json_object_put(root);
     if (tok) json_tokener_free(tok);
     free(js.key_off);
     free(js.sub_count);
+    free(hdr);
     if (fd >= 0) close(fd);
     if (rc != 0) st_close(f);
     return rc;
@@ -690,27 +815,28 @@ int st_open_header(const char *path, st_file *f, char *err, size_t errlen)
 int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *dst, char *err, size_t errlen)
 {
     if (off > t->end - t->begin || n > t->end - t->begin - off) {
-        seterr(err, errlen, "%s: tensor '%s': reading bytes [%llu, %llu) of its %llu", f->path, qstr(t->name).s,
+        seterr(err, errlen, "%s: tensor '%s': reading bytes [%llu, %llu) of its %llu", f->path, st_quote(t->name).s,
                (unsigned long long)off, (unsigned long long)(off + n), (unsigned long long)(t->end - t->begin));
         return -1;
     }
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         seterr(err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
         return -1;
     }
     /* The header was validated against the file's size then; a file of
-     * another size now is another file (or one being rewritten). */
+     * another size (or kind) now is another file, or one being rewritten. */
     struct stat sb;
     const uint64_t size = 8 + f->header_len + f->data_size;
     const int st = fstat(fd, &sb);
-    int rc = -1, e = 0;
-    if (st != 0 || (uint64_t)sb.st_size != size) {
+    int rc = -1;
+    ssize_t got = 0;
+    if (st != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size) {
         seterr(err, errlen, "%s: file changed since its header was read (%llu bytes, now %lld)", f->path,
                (unsigned long long)size, st == 0 ? (long long)sb.st_size : -1LL);
-    } else if (pread_full(fd, dst, n, 8 + f->header_len + t->begin + off, &e) != n) {
-        seterr(err, errlen, "%s: tensor '%s': file changed while reading%s%s", f->path, qstr(t->name).s,
-               e ? ": " : "", e ? strerror(e) : "");
+    } else if ((got = pread_full(fd, dst, n, (off_t)(8 + f->header_len + t->begin + off))) != (ssize_t)n) {
+        seterr(err, errlen, "%s: tensor '%s': file changed while reading%s%s", f->path, st_quote(t->name).s,
+               got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
     } else {
         rc = 0;
     }
@@ -721,7 +847,7 @@ int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *
 void st_close(st_file *f)
 {
     if (!f) return;
-    if (f->map) munmap(f->map, f->map_size);
+    if (f->mem) munmap(f->mem, f->mem_size);
     for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
     for (int i = 0; i < f->n_meta; i++) {
@@ -795,32 +921,15 @@ static void sb_fmt(sbuf *b, const char *fmt, ...)
     if (k > 0) sb_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
 }
 
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF), as the official
- * reader (serde_json) requires of every string. */
+/* Strict UTF-8 (utf8_seq), as the official reader requires of every string. */
 static bool utf8_ok(const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
-    while (*s) {
-        unsigned c = *s, len, min;
+    for (size_t i = 0, n = strlen(str); i < n;) {
         uint32_t cp;
-        if (c < 0x80) {
-            s++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2, min = 0x80, cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3, min = 0x800, cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4, min = 0x10000, cp = c & 0x07;
-        } else {
-            return false;
-        }
-        for (unsigned k = 1; k < len; k++) {
-            if ((s[k] & 0xc0) != 0x80) return false;
-            cp = cp << 6 | (s[k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-        s += len;
+        const size_t k = utf8_seq(s + i, n - i, &cp);
+        if (!k) return false;
+        i += k;
     }
     return true;
 }
@@ -867,6 +976,11 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
         seterr(err, errlen, "%s: bad arguments to st_writer_open", path);
         return NULL;
     }
+    struct stat sb; /* the rename would replace a device or FIFO with a file */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        seterr(err, errlen, "%s: exists and is not a regular file (not replaced)", path);
+        return NULL;
+    }
     sbuf b = {0};
     uint64_t total = 0;
     sb_str(&b, "{");
@@ -880,7 +994,7 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
             }
             for (int j = 0; j < i; j++)
                 if (strcmp(meta_kv[2 * j], k) == 0) {
-                    seterr(err, errlen, "%s: __metadata__ key '%s' given twice", path, qstr(k).s);
+                    seterr(err, errlen, "%s: __metadata__ key '%s' given twice", path, st_quote(k).s);
                     goto fail;
                 }
             if (i) sb_str(&b, ",");
@@ -898,20 +1012,20 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
         }
         for (int j = 0; j < i; j++)
             if (strcmp(decls[j].name, d->name) == 0) {
-                seterr(err, errlen, "%s: tensor '%s': declared twice", path, qstr(d->name).s);
+                seterr(err, errlen, "%s: tensor '%s': declared twice", path, st_quote(d->name).s);
                 goto fail;
             }
         if ((unsigned)d->dtype >= ST_DTYPE_COUNT || d->rank < 0 || d->rank > ST_MAX_RANK) {
-            seterr(err, errlen, "%s: tensor '%s': bad dtype or rank", path, qstr(d->name).s);
+            seterr(err, errlen, "%s: tensor '%s': bad dtype or rank", path, st_quote(d->name).s);
             goto fail;
         }
-        int64_t ne = numel_checked(d->shape, d->rank);
-        size_t es = st_dtype_size(d->dtype);
-        if (ne < 0 || (uint64_t)ne > (UINT64_MAX - total) / es) {
-            seterr(err, errlen, "%s: tensor '%s': negative shape or size overflow", path, qstr(d->name).s);
+        uint64_t bytes;
+        const char *why = tensor_bytes(d->shape, d->rank, d->dtype, &bytes);
+        if (why || bytes > UINT64_MAX - total) {
+            seterr(err, errlen, "%s: tensor '%s': %s", path, st_quote(d->name).s,
+                   why ? why : "the data region's size overflows 64 bits");
             goto fail;
         }
-        uint64_t bytes = (uint64_t)ne * es;
         sb_str(&b, (n_meta > 0 || i > 0) ? "," : "");
         sb_json_string(&b, d->name);
         sb_fmt(&b, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(d->dtype));
@@ -1037,10 +1151,11 @@ int st_write(const char *path, const st_write_tensor *t, int n, const char *cons
     free(d);
     if (!w) return -1;
     for (int i = 0; i < n; i++) {
-        /* open already checked that numel x size does not overflow */
-        size_t bytes = (size_t)numel_checked(t[i].decl.shape, t[i].decl.rank) * st_dtype_size(t[i].decl.dtype);
+        uint64_t nb = 0; /* open already checked the size */
+        tensor_bytes(t[i].decl.shape, t[i].decl.rank, t[i].decl.dtype, &nb);
+        const size_t bytes = (size_t)nb;
         if (bytes && !t[i].data) {
-            seterr(err, errlen, "%s: tensor '%s': data is NULL", path, qstr(t[i].decl.name).s);
+            seterr(err, errlen, "%s: tensor '%s': data is NULL", path, st_quote(t[i].decl.name).s);
             st_writer_abort(w);
             return -1;
         }

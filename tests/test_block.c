@@ -24,7 +24,7 @@ static unsigned long long seed;
 static void run_gen(const char *args, const char *out)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' --config tiny %s --out %s 2>/dev/null", gen, args, out);
+    snprintf(cmd, sizeof cmd, "'%s' --config tiny --force %s --out %s 2>/dev/null", gen, args, out);
     if (system(cmd) != 0) {
         printf("FAIL: %s\n", cmd);
         exit(1);

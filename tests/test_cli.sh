@@ -20,8 +20,8 @@ for b in "$bin" "$genw" "$geni"; do [ -x "$b" ] || { echo "skip: $b not built"; 
 [ $? -eq 127 ] && { echo "skip: $bin cannot start here (missing shared libraries)"; exit 77; }
 
 W=$work/tiny_w.safetensors I=$work/tiny_in.safetensors
-"$genw" --config tiny --seed 3 --out "$W" >/dev/null 2>&1 || { echo "FAIL: gen_weights --config tiny"; exit 1; }
-"$geni" --config tiny --tokens 32 --seed 4 --out "$I" >/dev/null 2>&1 || { echo "FAIL: gen_inputs --config tiny"; exit 1; }
+"$genw" --config tiny --seed 3 --force --out "$W" >/dev/null 2>&1 || { echo "FAIL: gen_weights --config tiny"; exit 1; }
+"$geni" --config tiny --tokens 32 --seed 4 --force --out "$I" >/dev/null 2>&1 || { echo "FAIL: gen_inputs --config tiny"; exit 1; }
 
 fails=0 n=0 notes=0
 out=$work/stdout err=$work/stderr

@@ -664,11 +664,10 @@ static void test_block(void)
     for (int mode = 0; mode < 3; mode++) { /* 0 emulated FP8 attention, 1 exact attention, 2 + FP8 GEMMs */
         const int exact = mode == 1, fp8 = mode == 2;
         uint16_t *out = malloc((size_t)S * C * 2);
-        double ms[H3_STAGE_COUNT];
-        if (fp8)
-            cpu_block_forward_fp8(&c, &wt, S, x, temb, tags, pos, 32, CPU_FP8_ALL, 0, out, ms);
-        else
-            cpu_block_forward(&c, &wt, S, x, temb, tags, pos, 32, exact, 0, out, ms);
+        cpu_block_stats st;
+        const int rc = fp8 ? cpu_block_forward_fp8(&c, &wt, S, x, temb, tags, pos, 32, CPU_FP8_ALL, 0, out, &st)
+                           : cpu_block_forward(&c, &wt, S, x, temb, tags, pos, 32, exact, 0, out, &st);
+        const double *ms = st.ms;
         /* the chain, stage by stage */
         uint16_t *mod = malloc((size_t)MW * 2), *a = malloc((size_t)S * C * 2), *qkv = malloc((size_t)S * W3 * 2),
                  *o = malloc((size_t)S * I * 2), *y = malloc((size_t)S * C * 2), *x1 = malloc((size_t)S * C * 2),
@@ -703,8 +702,8 @@ static void test_block(void)
         for (int s = 0; s < H3_STAGE_COUNT; s++) msum += ms[s] >= 0 ? ms[s] : -1e9;
         char wd[96];
         const char *mname = exact ? "exact" : fp8 ? "fp8 tile 32, fp8 GEMMs" : "fp8 tile 32";
-        snprintf(wd, sizeof wd, "block_forward S=%d (%s) finite", S, mname);
-        expect(wd, finite && msum >= 0);
+        snprintf(wd, sizeof wd, "block_forward S=%d (%s) finite, no stage reported non-finite", S, mname);
+        expect(wd, rc == 0 && finite && msum >= 0 && st.first_nonfinite == -1);
         snprintf(wd, sizeof wd, "block_forward S=%d (%s) == stage chain, bitwise", S, mname);
         expect(wd, !memcmp(out, ref, (size_t)S * C * 2));
         free(out); free(mod); free(a); free(qkv); free(o); free(y); free(x1); free(g); free(u); free(ref);

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
     printf("test_extract: seed %llu (H3_TEST_SEED to fix)\n", seed);
     char cmd[2048], err[512];
     for (int b = 0; b < 2; b++) {
-        snprintf(cmd, sizeof cmd, "'%s' --config tiny --block %d --seed %llu --out te_b%d.safetensors 2>/dev/null", gen,
+        snprintf(cmd, sizeof cmd, "'%s' --config tiny --force --block %d --seed %llu --out te_b%d.safetensors 2>/dev/null", gen,
                  b, seed + (unsigned long long)b, b);
         if (sh(cmd) != 0) return printf("FAIL: %s\n", cmd), 1;
     }

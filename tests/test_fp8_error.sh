@@ -7,7 +7,7 @@
 set -uo pipefail
 tool=$1 gen=$2 work=$3
 mkdir -p "$work"
-"$gen" --config tiny --seed 3 --out "$work/tiny.safetensors" >/dev/null 2>&1 || { echo "gen_weights failed"; exit 1; }
+"$gen" --config tiny --seed 3 --force --out "$work/tiny.safetensors" >/dev/null 2>&1 || { echo "gen_weights failed"; exit 1; }
 out=$("$tool" --weights "$work/tiny.safetensors" --tokens 200 2>/dev/null) || { echo "fp8_error failed"; exit 1; }
 echo "$out"
 check() {

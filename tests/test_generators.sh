@@ -15,7 +15,7 @@ echo "test_generators: seed $SEED (H3_TEST_SEED to fix)"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-gw() { "$GW" --config tiny "$@" 2>/dev/null; }
+gw() { "$GW" --config tiny --force "$@" 2>/dev/null; } # --force: files of a failed earlier run may be here
 OMP_NUM_THREADS=1 gw --seed "$SEED" --out tg_a.safetensors || fail "gen_weights (1 thread)"
 OMP_NUM_THREADS=2 gw --seed "$SEED" --out tg_b.safetensors || fail "gen_weights (2 threads)"
 OMP_NUM_THREADS=3 gw --seed "$SEED" --out tg_c.safetensors || fail "gen_weights (3 threads)"
@@ -30,8 +30,8 @@ cmp -s tg_a.safetensors tg_s.safetensors && fail "gen_weights: stacked equals gr
 head -c 300 tg_a.safetensors | grep -q "\"seed\":\"$SEED\"" || fail "gen_weights: __metadata__ lacks the seed"
 
 for l in original single-file diffusers; do
-    gw --seed "$SEED" --layout $l --out tg_l1_$l || fail "gen_weights --layout $l"
-    OMP_NUM_THREADS=1 gw --seed "$SEED" --layout $l --out tg_l2_$l || fail "gen_weights --layout $l (1 thread)"
+    gw --seed "$SEED" --force --layout $l --out tg_l1_$l || fail "gen_weights --layout $l"
+    OMP_NUM_THREADS=1 gw --seed "$SEED" --force --layout $l --out tg_l2_$l || fail "gen_weights --layout $l (1 thread)"
     diff -r tg_l1_$l tg_l2_$l > /dev/null || fail "gen_weights --layout $l: 1 thread differs"
     ls tg_l1_$l.canonical.tmp* > /dev/null 2>&1 && fail "gen_weights --layout $l left its temporary file"
 done
@@ -42,9 +42,9 @@ done
 [ -f tg_l1_single-file ] || fail "gen_weights --layout single-file: no file"
 head -c 400 tg_l1_single-file | grep -q qkv_layout && fail "gen_weights --layout single-file states qkv_layout"
 
-OMP_NUM_THREADS=1 "$GI" --config tiny --tokens 5000 --seed "$SEED" --out tg_i1.safetensors > tg_i.log || fail "gen_inputs"
-OMP_NUM_THREADS=2 "$GI" --config tiny --tokens 5000 --seed "$SEED" --out tg_i2.safetensors > /dev/null || fail "gen_inputs 2"
-"$GI" --config tiny --tokens 5000 --seed $((SEED + 1)) --out tg_i3.safetensors > /dev/null || fail "gen_inputs seed+1"
+OMP_NUM_THREADS=1 "$GI" --config tiny --force --tokens 5000 --seed "$SEED" --out tg_i1.safetensors > tg_i.log || fail "gen_inputs"
+OMP_NUM_THREADS=2 "$GI" --config tiny --force --tokens 5000 --seed "$SEED" --out tg_i2.safetensors > /dev/null || fail "gen_inputs 2"
+"$GI" --config tiny --force --tokens 5000 --seed $((SEED + 1)) --out tg_i3.safetensors > /dev/null || fail "gen_inputs seed+1"
 cmp -s tg_i1.safetensors tg_i2.safetensors || fail "gen_inputs: same seed differs"
 cmp -s tg_i1.safetensors tg_i3.safetensors && fail "gen_inputs: different seeds give the same bytes"
 grep -q "5000 tokens = 50 text + 134 audio + 4816 video" tg_i.log || fail "gen_inputs counts: $(cat tg_i.log)"

@@ -20,7 +20,7 @@
 set -uo pipefail
 dit=$1 gen=$2 work=$3 mode=${4:-tiny}
 mkdir -p "$work"
-"$gen" --config tiny --seed 3 --out "$work/tiny.safetensors" >/dev/null 2>&1 || { echo "gen_weights failed"; exit 1; }
+"$gen" --config tiny --seed 3 --force --out "$work/tiny.safetensors" >/dev/null 2>&1 || { echo "gen_weights failed"; exit 1; }
 probe=$("$dit" --gpu --weights "$work/tiny.safetensors" --tokens 1 --check none --repeat 1 --warmup 0 --quiet 2>&1 >/dev/null)
 rc=$?
 if [ $rc -eq 2 ] && grep -q "no usable GPU" <<<"$probe"; then

@@ -139,7 +139,8 @@ static void expect_tensor(const st_file *f, const want_t *w)
     size_t nb = strlen(w->bytes) / 2;
     EXPECT(t->end - t->begin == nb, "%s: '%s' has %llu bytes, want %zu", f->path, w->name,
            (unsigned long long)(t->end - t->begin), nb);
-    EXPECT((uint64_t)st_numel(t) * st_dtype_size(t->dtype) == t->end - t->begin, "%s: '%s' numel", f->path, w->name);
+    EXPECT((uint64_t)st_numel(t) * st_dtype_bits(t->dtype) == 8 * (t->end - t->begin), "%s: '%s' numel", f->path,
+           w->name);
     for (size_t i = 0; i < nb && i < t->end - t->begin; i++) {
         unsigned v;
         sscanf(w->bytes + 2 * i, "%2x", &v);
@@ -226,6 +227,43 @@ static void test_good_files(void)
         st_close(&f);
     }
 
+    /* every other dtype the format defines (the official reader loads them),
+     * F4 and F6_* packing elements into bits */
+    if (st_open(path_in(g_data, "good_dtypes_other.safetensors"), &f, err, sizeof err) != 0) {
+        EXPECT(0, "good_dtypes_other rejected: %s", err);
+    } else {
+        static const want_t o[] = {
+            {"u16", ST_U16, 1, {2}, "0100ffff"},       {"u32", ST_U32, 1, {1}, "00286bee"},
+            {"u64", ST_U64, 1, {1}, "ffffffffffffffff"}, {"i16", ST_I16, 1, {2}, "0080ff7f"},
+            {"e8m0", ST_F8_E8M0, 1, {2}, "7f80"},      {"e4m3fnuz", ST_F8_E4M3FNUZ, 1, {1}, "40"},
+            {"e5m2fnuz", ST_F8_E5M2FNUZ, 1, {1}, "40"}, {"c64", ST_C64, 1, {1}, "0000803f000080bf"},
+            {"f4", ST_F4, 1, {4}, "2143"},             {"f6a", ST_F6_E2M3, 1, {4}, "010203"},
+            {"f6b", ST_F6_E3M2, 1, {4}, "040506"},
+        };
+        EXPECT(f.n_tensors == 11, "good_dtypes_other: %d tensors", f.n_tensors);
+        for (size_t i = 0; i < sizeof o / sizeof *o; i++) expect_tensor(&f, &o[i]);
+        st_close(&f);
+    }
+
+    /* an odd header length: the data region still lands aligned in memory */
+    if (st_open(path_in(g_data, "good_odd_header.safetensors"), &f, err, sizeof err) != 0) {
+        EXPECT(0, "good_odd_header rejected: %s", err);
+    } else {
+        want_t a = {"a", ST_BF16, 1, {2}, "803f0040"};
+        expect_tensor(&f, &a);
+        EXPECT(f.header_len % 2 == 1, "good_odd_header: header length %llu is even", (unsigned long long)f.header_len);
+        EXPECT((uintptr_t)f.data % 64 == 0, "good_odd_header: data region not 64-byte aligned");
+        st_close(&f);
+    }
+
+    if (st_open(path_in(g_data, "good_surrogate_pair.safetensors"), &f, err, sizeof err) != 0) {
+        EXPECT(0, "good_surrogate_pair rejected: %s", err);
+    } else {
+        want_t a = {"a\xf0\x9f\x98\x80", ST_U8, 1, {1}, "07"}; /* U+1F600 from \ud83d\ude00 */
+        expect_tensor(&f, &a);
+        st_close(&f);
+    }
+
     EXPECT(st_open(path_in(g_data, "does_not_exist.safetensors"), &f, err, sizeof err) != 0 &&
                strstr(err, "does_not_exist.safetensors: cannot open"),
            "missing file: '%s'", err);
@@ -273,7 +311,7 @@ static void test_mutations(uint64_t seed)
             for (int i = 0; i < f.n_tensors; i++) {
                 const st_tensor *t = &f.tensors[i];
                 EXPECT(t->begin == cursor && t->end <= f.data_size &&
-                           (uint64_t)st_numel(t) * st_dtype_size(t->dtype) == t->end - t->begin,
+                           (uint64_t)st_numel(t) * st_dtype_bits(t->dtype) == 8 * (t->end - t->begin),
                        "mutation %d accepted a bad layout", it);
                 cursor = t->end;
             }
@@ -518,6 +556,18 @@ static void test_writer(uint64_t seed)
     EXPECT(!st_writer_open(p3, &badutf, 1, NULL, 0, err, sizeof err), "non-UTF-8 name accepted");
     EXPECT(!exists(p3) && count_prefixed("w3.") == 0, "refused declarations left a file behind");
 
+    /* a FIFO at the path: refused, not replaced by a regular file (the
+     * rename would turn a device node or a FIFO into a file) */
+    char *pf = path_in(g_tmp, "fifo.safetensors");
+    struct stat sb;
+    if (mkfifo(pf, 0600) == 0) {
+        EXPECT(!st_writer_open(pf, d, 1, NULL, 0, err, sizeof err) && strstr(err, "not a regular file"),
+               "writer over a FIFO: '%s'", err);
+        EXPECT(stat(pf, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+        EXPECT(count_prefixed("fifo.safetensors.") == 0, "refused FIFO left a temporary behind");
+        remove(pf);
+    }
+
     /* no tensors at all: a valid, empty file */
     EXPECT(st_write(p3, NULL, 0, NULL, 0, err, sizeof err) == 0, "empty st_write: %s", err);
     EXPECT(st_open(p3, &f, err, sizeof err) == 0 && f.n_tensors == 0, "empty file: %s", err);
@@ -527,6 +577,33 @@ static void test_writer(uint64_t seed)
     remove(p2);
     remove(p3);
     for (int i = 0; i < NT; i++) free(data[i]);
+}
+
+/* ---------------------------------------------------------- st_escape */
+
+static void expect_escape(const char *in, size_t len, int quoted, size_t outlen, const char *want)
+{
+    char out[256];
+    st_escape(out, outlen, in, len, quoted);
+    EXPECT(strcmp(out, want) == 0, "st_escape(\"%s\"): got \"%s\", want \"%s\"", want, out, want);
+}
+
+/* Names and paths from files and flags are printed through st_escape: one
+ * line, no terminal control, valid UTF-8 kept. */
+static void test_escape(void)
+{
+    expect_escape("plain.name", 10, 1, 64, "plain.name");
+    expect_escape("a\nb", 3, 1, 64, "a\\x0ab");
+    expect_escape("\x1b[31mred", 8, 1, 64, "\\x1b[31mred");
+    expect_escape("it's \\", 6, 1, 64, "it\\x27s \\x5c");
+    expect_escape("it's \\", 6, 0, 64, "it's \\");
+    expect_escape("caf\xc3\xa9", 5, 1, 64, "caf\xc3\xa9");                /* UTF-8 kept */
+    expect_escape("a\xff" "b", 3, 1, 64, "a\\xffb");                       /* not UTF-8 */
+    expect_escape("\xc2\x9b" "2J", 4, 0, 64, "\\xc2\\x9b2J");               /* C1 CSI */
+    expect_escape("\xc0\xaf", 2, 0, 64, "\\xc0\\xaf");                     /* overlong */
+    expect_escape("abcdefghijklmnopqrstuvwxyz", 26, 1, 16, "abcdefghijkl...");
+    expect_escape("\n\n\n\n\n\n", 6, 1, 16, "\\x0a\\x0a\\x0a...");
+    expect_escape("a\0b", 3, 0, 64, "a\\x00b");
 }
 
 int main(int argc, char **argv)
@@ -549,6 +626,7 @@ int main(int argc, char **argv)
     test_mutations(seed);
     test_header_only();
     test_writer(seed);
+    test_escape();
     if (count_prefixed("") > 2) EXPECT(0, "scratch dir %s not empty at the end", g_tmp);
     rmdir(g_tmp);
     printf("%d checks, %d failed\n", checks, fails);

@@ -85,14 +85,20 @@ int main(int argc, char **argv)
     cpu_block_weights wt;
     for (int i = 0; i < H3_T_COUNT; i++) wt.w[i] = blk.w[i];
     fprintf(stderr, "fp8_error: %s, %d tokens: BF16 chain...\n", weights, in.S);
-    cpu_block_forward(&blk.cfg, &wt, in.S, in.x, in.temb, in.tags, in.pos, 32, 0, 0, ref, NULL);
+    if (cpu_block_forward(&blk.cfg, &wt, in.S, in.x, in.temb, in.tags, in.pos, 32, 0, 0, ref, NULL)) {
+        fprintf(stderr, "fp8_error: out of host memory running the block at %d tokens\n", in.S);
+        return 1;
+    }
     static const struct { int mask; const char *what; } runs[] = {
         {1, "qkv_gemm in FP8"}, {2, "out_gemm in FP8"}, {4, "fc1_gemm in FP8"}, {8, "fc2_gemm in FP8"},
         {CPU_FP8_ALL, "all four in FP8 (--gemm fp8)"}};
     printf("block output vs the BF16-GEMM chain, %d tokens, seed %llu (relative RMS):\n", in.S, seed);
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         fprintf(stderr, "fp8_error: %s...\n", runs[r].what);
-        cpu_block_forward_fp8(&blk.cfg, &wt, in.S, in.x, in.temb, in.tags, in.pos, 32, runs[r].mask, 0, out, NULL);
+        if (cpu_block_forward_fp8(&blk.cfg, &wt, in.S, in.x, in.temb, in.tags, in.pos, 32, runs[r].mask, 0, out, NULL)) {
+            fprintf(stderr, "fp8_error: out of host memory running the block at %d tokens\n", in.S);
+            return 1;
+        }
         printf("  %-32s %.4f%%\n", runs[r].what, 100.0 * rel_rms(out, ref, n));
         fflush(stdout);
     }

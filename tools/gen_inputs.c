@@ -1,10 +1,10 @@
 /* gen_inputs — the default H3 block inputs (src/inputs.c has the layout).
  *
- *   gen_inputs [--config full|tiny] [--tokens N] [--seed N] [--profile model|uniform] [--out FILE]
+ *   gen_inputs [--config full|tiny] [--tokens N] [--seed N] [--profile model|uniform] [--out FILE] [--force]
  *
  * Writes x [S][hidden] BF16, temb [T] F32, tags [S] I32, positions [S][3] F32
  * (default weights/inputs.safetensors, S = 30272, seed 0, profile model: see
- * h3_inputs_default). */
+ * h3_inputs_default). An existing FILE is kept (exit 2) unless --force. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -14,14 +14,17 @@
 
 #include "config.h"
 #include "inputs.h"
+#include "out_guard.h"
 
 #define DEFAULT_OUT "weights/inputs.safetensors"
 
 static void usage(FILE *o)
 {
     fprintf(o, "usage: gen_inputs [--config full|tiny] [--tokens N] [--seed N] [--profile model|uniform] [--out FILE]\n"
+               "                  [--force]\n"
                "  writes the default packed inputs (default %s, %d tokens, seed 0, profile model:\n"
-               "  massive-activation channels and channel means in x; uniform: x ~ N(0,1))\n",
+               "  massive-activation channels and channel means in x; uniform: x ~ N(0,1)); an existing\n"
+               "  file is kept unless --force\n",
             DEFAULT_OUT, H3_DEFAULT_TOKENS);
 }
 
@@ -51,11 +54,16 @@ int main(int argc, char **argv)
     const char *config = "full", *out = DEFAULT_OUT;
     unsigned long long seed = 0, tokens = H3_DEFAULT_TOKENS;
     h3_profile profile = H3_PROFILE_MODEL;
+    int force = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--force")) {
+            force = 1;
+            continue;
         }
         if (strcmp(a, "--config") && strcmp(a, "--tokens") && strcmp(a, "--seed") && strcmp(a, "--out") &&
             strcmp(a, "--profile"))
@@ -77,6 +85,7 @@ int main(int argc, char **argv)
             out = v;
         }
     }
+    if (refuse_existing("gen_inputs", out, force)) return 2;
     if (!strcmp(out, DEFAULT_OUT)) mkdir("weights", 0777);
     h3_config cfg = !strcmp(config, "tiny") ? h3_config_tiny() : h3_config_full();
     h3_inputs in;

@@ -2,7 +2,9 @@
  *
  *   gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]
  *               [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]
- *               [--layout original|single-file|diffusers]
+ *               [--layout original|single-file|diffusers] [--force]
+ *
+ * An existing FILE (or --layout folder) is kept (exit 2) unless --force.
  *
  * --layout writes the same block as a published checkpoint holds it
  * (README "Use the official weights"; write_layout), so that the loaders
@@ -45,6 +47,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "numerics.h"
+#include "out_guard.h"
 #include "rng.h"
 #include "safetensors.h"
 
@@ -55,8 +58,9 @@ static void usage(FILE *o)
 {
     fprintf(o, "usage: gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]\n"
                "                   [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]\n"
-               "                   [--layout original|single-file|diffusers]\n"
+               "                   [--layout original|single-file|diffusers] [--force]\n"
                "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0);\n"
+               "  an existing file is kept unless --force;\n"
                "  profile model (default): a trained DiT's statistics (q/k-norm gains over [0.5, 3], heavy-tailed\n"
                "  weights, adaLN biases that matter); uniform: N(0, 1/fan_in) weights, near-identity norms;\n"
                "  --layout: the same block as a published checkpoint holds it (original, diffusers: --out is\n"
@@ -262,7 +266,7 @@ int main(int argc, char **argv)
     char pub_tmp[4096];
     h3_profile profile = H3_PROFILE_MODEL;
     unsigned long long seed = 0, block = 0;
-    int want_progress = isatty(2);
+    int want_progress = isatty(2), force = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -271,6 +275,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--progress")) {
             want_progress = 1;
+            continue;
+        }
+        if (!strcmp(a, "--force")) {
+            force = 1;
             continue;
         }
         if (!strcmp(a, "--layout")) { /* the canonical file goes to a temporary, then write_layout */
@@ -310,6 +318,7 @@ int main(int argc, char **argv)
         snprintf(pub_tmp, sizeof pub_tmp, "%s.canonical.tmp", out);
         out = pub_tmp;
     }
+    if (refuse_existing("gen_weights", pub_out ? pub_out : out, force)) return 2;
     const int stacked = !strcmp(layout, "stacked");
     if (!strcmp(out, DEFAULT_OUT)) mkdir("weights", 0777); /* the default folder; an error shows up at open */
 

@@ -15,7 +15,10 @@ import sys
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
 
-SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "I32": 4, "I64": 8, "F16": 2, "BF16": 2, "F32": 4, "F64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
+# bits per element of every dtype the format defines (the official reader's list)
+BITS = {"BOOL": 8, "U8": 8, "I8": 8, "I32": 32, "I64": 64, "F16": 16, "BF16": 16, "F32": 32, "F64": 64, "F8_E4M3": 8,
+        "F8_E5M2": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16,
+        "U16": 16, "U32": 32, "U64": 64, "C64": 64}
 
 
 def raw(header: bytes, data: bytes = b"", length=None) -> bytes:
@@ -43,7 +46,7 @@ def build(tensors, meta=None):
         n = 1
         for d in shape:
             n *= d
-        assert len(b) == n * SIZES[dtype], name
+        assert len(b) * 8 == n * BITS[dtype], name
         hdr[name] = entry(dtype, shape, len(data), len(data) + len(b))
         data += b
     return padded(json.dumps(hdr, separators=(",", ":"), ensure_ascii=False), data)
@@ -81,6 +84,28 @@ GOOD = {
         ("empty2", "I64", [0], b""),
     ]),
     "good_no_tensors.safetensors": padded("{}"),
+    # the dtypes h3block never reads but the format defines (and the official
+    # reader loads): extras of these in a block file are ignored, not refused
+    "good_dtypes_other.safetensors": build([
+        ("u16", "U16", [2], struct.pack("<2H", 1, 65535)),
+        ("u32", "U32", [1], struct.pack("<I", 4000000000)),
+        ("u64", "U64", [1], struct.pack("<Q", 2**64 - 1)),
+        ("i16", "I16", [2], struct.pack("<2h", -32768, 32767)),
+        ("e8m0", "F8_E8M0", [2], bytes([0x7F, 0x80])),  # 2^0, 2^1
+        ("e4m3fnuz", "F8_E4M3FNUZ", [1], bytes([0x40])),
+        ("e5m2fnuz", "F8_E5M2FNUZ", [1], bytes([0x40])),
+        ("c64", "C64", [1], struct.pack("<2f", 1.0, -1.0)),
+        ("f4", "F4", [4], bytes([0x21, 0x43])),  # four 4-bit codes in two bytes
+        ("f6a", "F6_E2M3", [4], bytes([1, 2, 3])),  # four 6-bit codes in three bytes
+        ("f6b", "F6_E3M2", [4], bytes([4, 5, 6])),
+    ]),
+    # a header of odd length (no padding), so the data region starts at an odd
+    # file offset; the official reader accepts it
+    "good_odd_header.safetensors": raw(b'{"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}',
+                                       struct.pack("<2H", 0x3F80, 0x4000)),
+    # a character outside the BMP written as a surrogate pair escape (valid JSON)
+    "good_surrogate_pair.safetensors": padded('{"a\\ud83d\\ude00":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+                                              b"\x07"),
     # tensors listed out of offset order; no padding; whitespace inside JSON
     "good_unordered.safetensors": raw(
         b'{ "second" : {"dtype":"U8","shape":[2],"data_offsets":[4,6]},\n\t"first":{"data_offsets":[0,4],'
@@ -111,10 +136,20 @@ bad("bad_header_nul_padding.safetensors", raw(b'{"a":{"dtype":"F32","shape":[2],
 bad("bad_control_char.safetensors", padded('{"a\nb":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "control character")
 bad("bad_nul_escape.safetensors", padded('{"a\\u0000b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "\\u0000")
 bad("bad_utf8.safetensors", raw(b'{"a\xffb":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "utf-8")
+# strict UTF-8 as serde_json (the official reader) has it; json-c lets these through
+bad("bad_utf8_overlong.safetensors", raw(b'{"a\xc0\xafb":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "invalid utf-8")
+bad("bad_utf8_surrogate.safetensors", raw(b'{"a\xed\xa0\x80b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "invalid utf-8")
+bad("bad_utf8_above_max.safetensors", raw(b'{"a\xf4\x90\x80\x80b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "invalid utf-8")
+bad("bad_lone_surrogate_escape.safetensors", padded('{"a\\ud800b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "lone high surrogate")
+bad("bad_lone_low_surrogate_escape.safetensors", padded('{"a\\udc00b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "lone low surrogate")
+bad("bad_lone_surrogate_meta.safetensors", padded('{"__metadata__":{"k":"\\ud800"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', F32x2), "lone high surrogate")
+bad("bad_shape_minus_zero.safetensors", padded('{"a":{"dtype":"F32","shape":[2,-0],"data_offsets":[0,0]}}'), "-0 is not a size")
+bad("bad_offset_minus_zero.safetensors", padded('{"a":{"dtype":"F32","shape":[2],"data_offsets":[-0,8]}}', F32x2), "-0 is not a size")
 bad("bad_deep.safetensors", padded('{"a":{"dtype":"F32","shape":' + "[" * 40 + "]" * 40 + ',"data_offsets":[0,0]}}'), "nesting too deep")
 bad("bad_entry_not_object.safetensors", padded('{"a":[0,8]}', F32x2), "tensor 'a': entry is not an object")
 bad("bad_dtype.safetensors", one({"a": entry("F17", [2], 0, 8)}, F32x2), "tensor 'a': unknown dtype 'F17'")
-bad("bad_dtype_u16.safetensors", one({"a": entry("U16", [4], 0, 8)}, F32x2), "tensor 'a': unknown dtype 'U16'")
+bad("bad_dtype_lowercase.safetensors", one({"a": entry("u16", [4], 0, 8)}, F32x2), "tensor 'a': unknown dtype 'u16'")
+bad("bad_f4_partial_byte.safetensors", one({"a": entry("F4", [3], 0, 2)}, F32x2[:2]), "tensor 'a': its bits do not fill whole bytes")
 bad("bad_dtype_not_string.safetensors", one({"a": entry(4, [2], 0, 8)}, F32x2), "tensor 'a': dtype is not a string")
 bad("bad_rank9.safetensors", one({"a": entry("U8", [1] * 8 + [8], 0, 8)}, F32x2), "tensor 'a': rank 9 exceeds")
 bad("bad_negative_shape.safetensors", one({"a": entry("F32", [-1, -2], 0, 8)}, F32x2), "tensor 'a': shape[0] is negative")

@@ -12,6 +12,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "inputs.h"
+#include "safetensors.h"
 
 static const char *usage_text =
     "usage: dit_block --weights PATH [options]\n"
@@ -37,14 +38,20 @@ static const char *usage_text =
     "                     uniform (N(0,1)); make the weights with the same gen_weights --profile\n"
     "  --output FILE      write the block's output hidden states (x [S][C] bf16) as safetensors\n"
     "  --json FILE        write the timing table and check results as JSON\n"
-    "  --repeat N         timed runs of the block on the GPU, median reported (default 10)\n"
-    "  --warmup N         untimed runs first (default 2)\n"
+    "                     (outputs: a regular file or absent, in an existing writable directory,\n"
+    "                     never the same file as an input or the other output; checked before\n"
+    "                     anything runs, and nothing is written when the run fails)\n"
+    "  --allow-nonfinite  write the output even if it holds NaN or Inf (a warning naming the first\n"
+    "                     stage that made one; without it: exit 1 and nothing written)\n"
+    "  --repeat N         timed runs of the block, median reported (default 10 on the GPU, 1 on the CPU)\n"
+    "  --warmup N         untimed runs first (default 2 on the GPU, 0 on the CPU)\n"
     "  --check MODE       stages (default): each GPU stage vs the CPU on sampled rows, given\n"
     "                     the GPU's own stage input; full: the CPU's own end-to-end chain over\n"
-    "                     every row vs the GPU output; none: timing only\n"
-    "  --sample N         rows checked per stage with --check stages (default 256)\n"
+    "                     every row vs the GPU output; none: timing only. GPU only: the CPU path\n"
+    "                     has nothing to check against (its report says checks: not run)\n"
+    "  --sample N         rows checked per stage with --check stages (default 256; GPU only)\n"
     "  --attn KERNEL      auto (default: sm90 on Hopper, else mma), mma (portable mma.sync),\n"
-    "                     sm90 (wgmma + TMA, sm_90a only)\n"
+    "                     sm90 (wgmma + TMA, sm_90a only; GPU only)\n"
     "  --smooth-v on|off  V smoothing (default on, GPU only): V's per-channel mean is taken out\n"
     "                     before FP8 quantisation and added back to the attention output (exact\n"
     "                     for softmax; lets the Hopper kernel keep O in the tensor cores); with\n"
@@ -69,13 +76,24 @@ static const char *usage_text =
     "  --cpu-exact        with --cpu: exact FP32 attention instead of the FP8 emulation\n"
     "  --gpu              require the GPU path (exit 2 if there is no usable GPU)\n"
     "  --quiet            no progress bars\n"
-    "  --help             this text\n";
+    "  --help             this text\n"
+    "\n"
+    "Flags given that do not apply on the path that runs (--check, --sample, --attn on the CPU,\n"
+    "--cpu-exact on the GPU) are named in one warning line. A config other than the published\n"
+    "H3 block (e.g. gen_weights --config tiny) is flagged in the summary and the report.\n"
+    "Exit: 0 the run completed and every check that ran passed; 1 a check failed, the output\n"
+    "holds NaN/Inf (without --allow-nonfinite), out of host or device memory, or an internal\n"
+    "error; 2 a user error (a flag, an unreadable, malformed, FIFO or device file, an output\n"
+    "that is the same file as an input or the other output, or cannot be written, no usable\n"
+    "GPU with --gpu). Every error is one line on stderr.\n";
 
+/* One line: values from the command line are printed escaped (st_escape),
+ * so a newline or a terminal escape in one cannot break or colour it. */
 static void usage_error(const char *fmt, const char *a, const char *b)
 {
-    fprintf(stderr, "dit_block: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, " (see --help)\n");
+    char msg[512], line[1024];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    fprintf(stderr, "dit_block: %s (see --help)\n", st_escape(line, sizeof line, msg, strlen(msg), 0));
     exit(2);
 }
 
@@ -117,9 +135,8 @@ static long long parse_int(const char *flag, const char *v, long long lo, long l
     if (*end || errno == ERANGE || end == v) usage_error("%s: '%s' is not an integer", flag, v);
     if (x < lo || x > hi) {
         char range[96];
-        snprintf(range, sizeof range, "%lld..%lld", lo, hi);
-        fprintf(stderr, "dit_block: %s: %s is out of range %s (see --help)\n", flag, v, range);
-        exit(2);
+        snprintf(range, sizeof range, "%%s: %%s is out of range %lld..%lld", lo, hi);
+        usage_error(range, flag, v);
     }
     return x;
 }
@@ -135,7 +152,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->smooth_v = -1;
     o->gemm = "bf16";
     o->block = -1;
-    int check_given = 0, profile_given = 0;
+    int profile_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -182,21 +199,25 @@ void parse_cli(int argc, char **argv, cli_options *o)
         } else if (!strcmp(a, "--repeat")) {
             TAKE();
             o->repeat = (int)parse_int(a, v, 1, 100000);
+            o->repeat_given = 1;
         } else if (!strcmp(a, "--warmup")) {
             TAKE();
             o->warmup = (int)parse_int(a, v, 0, 100000);
+            o->warmup_given = 1;
         } else if (!strcmp(a, "--sample")) {
             TAKE();
             o->sample = (int)parse_int(a, v, 1, 1 << 22);
+            o->sample_given = 1;
         } else if (!strcmp(a, "--check")) {
             TAKE();
-            check_given = 1;
+            o->check_given = 1;
             if (!strcmp(v, "stages")) o->check = CHECK_STAGES;
             else if (!strcmp(v, "full")) o->check = CHECK_FULL;
             else if (!strcmp(v, "none")) o->check = CHECK_NONE;
             else usage_error("--check: '%s' is not one of stages, full, none%s", v, "");
         } else if (!strcmp(a, "--attn")) {
             TAKE();
+            o->attn_given = 1;
             if (!strcmp(v, "auto")) o->attn = ATTN_AUTO;
             else if (!strcmp(v, "mma")) o->attn = ATTN_MMA;
             else if (!strcmp(v, "sm90")) o->attn = ATTN_SM90;
@@ -228,6 +249,8 @@ void parse_cli(int argc, char **argv, cli_options *o)
             o->path = PATH_GPU;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+        } else if (!strcmp(a, "--allow-nonfinite")) {
+            o->allow_nonfinite = 1;
         } else if (!strcmp(a, "--gpus")) {
             TAKE();
             o->gpus = (int)parse_int(a, v, 1, 8);
@@ -255,7 +278,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
         usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)%s%s", "", "");
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
-        if (check_given && o->check != CHECK_NONE)
+        if (o->check_given && o->check != CHECK_NONE)
             usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)%s%s",
                         "", "");
         o->check = CHECK_NONE;

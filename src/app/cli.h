@@ -19,8 +19,8 @@ typedef struct {
     int tokens;           /* --tokens N, 0 = default */
     uint64_t seed;        /* --seed N */
     int profile;          /* --profile model|uniform: the synthetic inputs' h3_profile (default model) */
-    int repeat;           /* --repeat N (GPU timing runs) */
-    int warmup;           /* --warmup N */
+    int repeat;           /* --repeat N timed runs, median reported (default 10 on the GPU, 1 on the CPU) */
+    int warmup;           /* --warmup N untimed runs first (default 2 on the GPU, 0 on the CPU) */
     int sample;           /* --sample N rows checked per stage */
     check_mode check;     /* --check stages|full|none */
     attn_choice attn;     /* --attn auto|mma|sm90 */
@@ -36,6 +36,10 @@ typedef struct {
     int smooth_v;         /* --smooth-v on|off: 1, 0, or -1 unset (on for the GPU runners, one GPU
                              or --gpus P; off for the CPU path) */
     int rotate_qk;        /* --rotate-qk on|off: 1, 0 (default off; GPU only) */
+    int allow_nonfinite;  /* --allow-nonfinite: write the output even when it holds NaN/Inf (a warning, not an error) */
+    /* which of these were given (their defaults differ by path, or they do
+     * not apply on every path: main.c warns about those) */
+    int check_given, sample_given, attn_given, repeat_given, warmup_given;
 } cli_options;
 
 /* Parses argv into o; prints usage and exits 0 on --help, prints one line and

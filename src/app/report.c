@@ -1,8 +1,11 @@
 /* report.c — prints the per-op table and writes it as JSON (json-c). */
 #include "report.h"
 
+#include <errno.h>
 #include <json-c/json.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 report_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes)
 {
@@ -31,6 +34,17 @@ int report_all_pass(const report *r)
     for (int i = 0; i < r->n_checks; i++)
         if (r->checks[i].asserted && !r->checks[i].pass) return 0;
     return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+double report_median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* A row covers the stages named in it ("a+b"); its check column summarises
@@ -77,10 +91,16 @@ void report_print(const report *r, FILE *f)
     }
     fprintf(f, "%-28s %10.3f\n", "block total", r->total_ms);
     if (r->graph_ms > 0) fprintf(f, "%-28s %10.3f\n", "block total (CUDA graph)", r->graph_ms);
-    fprintf(f, "\npath %s, device %s, attention %s, gemm %s, tokens %d\n", r->path, r->device, r->attn_kernel,
-            r->gemm, r->tokens);
+    fprintf(f, "\npath %s, device %s, attention %s, gemm %s, tokens %d, repeat %d\n", r->path, r->device,
+            r->attn_kernel, r->gemm, r->tokens, r->repeat);
+    fprintf(f, "config %s%s\n", r->config, r->h3_config ? " (the H3 block)" : ": NOT the H3 block's shapes");
     if (r->peak_mem_gb > 0) fprintf(f, "peak device memory beyond the weights: %.2f GB\n", r->peak_mem_gb);
-    if (r->n_checks) {
+    if (r->nonfinite)
+        fprintf(f, "output: %ld non-finite values (NaN/Inf), first made by stage %s\n", r->nonfinite,
+                r->nonfinite_stage[0] ? r->nonfinite_stage : "(not found)");
+    if (r->checks_not_run[0]) {
+        fprintf(f, "\nchecks: not run (%s)\n", r->checks_not_run);
+    } else if (r->n_checks) {
         fprintf(f, "\n%-20s %-24s %10s %10s %10s  %s\n", "check", "against", "rel RMS", "max abs", "tol RMS",
                 "result");
         for (int i = 0; i < r->n_checks; i++) {
@@ -106,6 +126,11 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
     json_object_object_add(root, "total_ms", json_object_new_double(r->total_ms));
     json_object_object_add(root, "graph_ms", json_object_new_double(r->graph_ms));
     json_object_object_add(root, "peak_mem_gb", json_object_new_double(r->peak_mem_gb));
+    json_object_object_add(root, "config", json_object_new_string(r->config));
+    json_object_object_add(root, "h3_config", json_object_new_boolean(r->h3_config));
+    json_object_object_add(root, "nonfinite_output", json_object_new_int64(r->nonfinite));
+    json_object_object_add(root, "nonfinite_first_stage",
+                           r->nonfinite_stage[0] ? json_object_new_string(r->nonfinite_stage) : NULL);
     json_object *stages = json_object_new_array();
     for (int i = 0; i < r->n_rows; i++) {
         const report_row *row = &r->rows[i];
@@ -143,15 +168,31 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
         json_object_object_add(o, "pass", json_object_new_boolean(c->pass));
         json_object_array_add(checks, o);
     }
-    json_object_object_add(root, "checks", checks);
-    json_object_object_add(root, "all_pass", json_object_new_boolean(report_all_pass(r)));
-    int rc = json_object_to_file_ext(path, root, JSON_C_TO_STRING_PRETTY);
+    /* no check ran: null, never "all_pass": true over nothing */
+    if (r->checks_not_run[0]) {
+        json_object_put(checks);
+        json_object_object_add(root, "checks", NULL);
+        json_object_object_add(root, "all_pass", NULL);
+        json_object_object_add(root, "checks_not_run", json_object_new_string(r->checks_not_run));
+    } else {
+        json_object_object_add(root, "checks", checks);
+        json_object_object_add(root, "all_pass", json_object_new_boolean(report_all_pass(r)));
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int rc = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY);
     json_object_put(root);
     if (rc) {
         /* json-c's message ends in a newline; keep our error one line */
         const char *why = json_util_get_last_err();
         int n = why ? (int)strcspn(why, "\n") : 0;
         snprintf(err, errlen, "%s: cannot write JSON report: %.*s", path, n, why ? why : "");
+        remove(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        remove(tmp);
         return -1;
     }
     return 0;

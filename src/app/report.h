@@ -44,12 +44,22 @@ typedef struct {
     report_check checks[REPORT_MAX_CHECKS];
     int n_checks;
     double peak_mem_gb;   /* device memory in use at peak beyond the weights, 0 if unknown */
+    char checks_not_run[96]; /* why no check ran ("" when the checks ran): printed, and JSON all_pass is null */
+    char config[128];     /* the block's shapes, "hidden 5376, heads 56 x 128, ..." */
+    int h3_config;        /* 1: the published H3 block's shapes; 0: another (e.g. tiny) config, flagged */
+    long nonfinite;       /* NaN/Inf values in the block's output (written only with --allow-nonfinite) */
+    char nonfinite_stage[48]; /* the first stage whose output held one ("" if none or not found) */
 } report;
 
 report_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes);
 report_check *report_add_check(report *r, const char *stage, const char *what);
+/* 1 unless an asserted check failed (also when no check ran: see
+ * checks_not_run, which the printed and JSON reports state instead). */
 int report_all_pass(const report *r);
+/* Median of v[0..n) (sorts v). */
+double report_median(double *v, int n);
 void report_print(const report *r, FILE *f);
+/* Written beside path and renamed over it: a failure leaves no partial file. */
 int report_write_json(const report *r, const char *path, char *err, size_t errlen);
 
 #endif

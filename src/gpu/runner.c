@@ -36,6 +36,7 @@
 #include "cpu_ref.h"
 #include "gemm_lt.h"
 #include "kernels.h"
+#include "numerics.h"
 
 int gpu_probe(gpu_info *g)
 {
@@ -289,17 +290,6 @@ void h3r_run_op(block_run *br, int op)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-double h3r_median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Work per op, for the rate column: FLOPs of GEMMs and attention
  * (config.c), minimum bytes moved (each input read once, each output written
  * once) for the memory-bound ones; and the device's ceiling for that rate. */
@@ -526,6 +516,59 @@ int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t err
     return 0;
 }
 
+/* Whether n elements of a device buffer hold a NaN or Inf (e4m3: a NaN code),
+ * copied back 16 Mi elements at a time. */
+enum { NF_BF16, NF_F32, NF_E4M3 };
+static int dev_nonfinite(const void *d, size_t n, int kind)
+{
+    const size_t esz = kind == NF_F32 ? 4 : kind == NF_BF16 ? 2 : 1, slice = (size_t)1 << 24;
+    if (!d || !n) return 0;
+    void *h = malloc((n < slice ? n : slice) * esz);
+    CHECK(h, "out of host memory scanning a device buffer");
+    long at = -1;
+    for (size_t i = 0; i < n && at < 0; i += slice) {
+        const size_t m = n - i < slice ? n - i : slice;
+        CUDA_CHECK(cudaMemcpy(h, (const char *)d + i * esz, m * esz, cudaMemcpyDeviceToHost));
+        at = kind == NF_BF16 ? h3_bf16_first_nonfinite(h, m)
+             : kind == NF_F32 ? h3_f32_first_nonfinite(h, m)
+                              : h3_e4m3_first_nan(h, m);
+    }
+    free(h);
+    return at >= 0;
+}
+
+int h3r_first_nonfinite(const block_run *br)
+{
+    const h3_config *c = br->cfg;
+    const size_t S = (size_t)br->S, C = c->hidden, I = h3_attn_width(c), F = c->ffn, H = c->heads,
+                 G = h3_groups(br->S), Sp = h3_pad_tokens(br->S);
+    const dev_bufs *d = &br->d;
+    /* every op's outputs in block order; a buffer the mask did not allocate is NULL */
+    const struct {
+        int op;
+        const void *p;
+        size_t n;
+        int kind;
+    } outs[] = {
+        {OP_ADALN, d->mod, (size_t)h3_mod_width(c), NF_BF16},
+        {OP_NORM1, d->a, S * C, NF_BF16},           {OP_NORM1, d->a8, S * C, NF_E4M3},
+        {OP_NORM1, d->sa, S, NF_F32},               {OP_QKV, d->qkv, S * 3 * I, NF_BF16},
+        {OP_QUANT, d->sq, H * G, NF_F32},           {OP_QUANT, d->sk, H * G, NF_F32},
+        {OP_QUANT, d->sv, H * G, NF_F32},           {OP_QUANT, d->q8, H * Sp * 128, NF_E4M3},
+        {OP_QUANT, d->k8, H * Sp * 128, NF_E4M3},   {OP_QUANT, d->vt8, H * Sp * 128, NF_E4M3},
+        {OP_ATTN, d->O, S * I, NF_BF16},            {OP_OUTQ, d->O8, S * I, NF_E4M3},
+        {OP_OUTQ, d->sO, S, NF_F32},                {OP_OUT, d->y1, S * C, NF_BF16},
+        {OP_RES1_NORM2, d->x1, S * C, NF_BF16},     {OP_RES1_NORM2, d->b, S * C, NF_BF16},
+        {OP_RES1_NORM2, d->b8, S * C, NF_E4M3},     {OP_RES1_NORM2, d->sb, S, NF_F32},
+        {OP_FC1, d->g, S * 2 * F, NF_BF16},         {OP_SWIGLU, d->u, S * F, NF_BF16},
+        {OP_SWIGLU, d->u8, S * F, NF_E4M3},         {OP_SWIGLU, d->su, S, NF_F32},
+        {OP_FC2, d->y2, S * C, NF_BF16},            {OP_RES2, d->out, S * C, NF_BF16},
+    };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (dev_nonfinite(outs[i].p, outs[i].n, outs[i].kind)) return outs[i].op;
+    return -1;
+}
+
 /* Median of n event-timed launches of op alone (the cached adaLN). */
 static double time_op_alone(block_run *br, int op, int n, cudaEvent_t e0, cudaEvent_t e1, double *t)
 {
@@ -538,7 +581,7 @@ static double time_op_alone(block_run *br, int op, int n, cudaEvent_t e0, cudaEv
         CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
         t[i] = ms;
     }
-    return h3r_median(t, n);
+    return report_median(t, n);
 }
 
 int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk, const h3_inputs *in, report *r,
@@ -665,10 +708,10 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     }
     for (int j = 0; j < nops; j++) {
         op_work(c, S, br.fp8_mask, ops[j], &fl, &by);
-        row = report_add_row(r, op_names[ops[j]], h3r_median(t + (size_t)j * R, R), fl, by);
+        row = report_add_row(r, op_names[ops[j]], report_median(t + (size_t)j * R, R), fl, by);
         row->ceiling = op_ceiling(gi, br.fp8_mask, fl, ops[j]);
     }
-    r->total_ms = h3r_median(t + (size_t)OP_N * R, R);
+    r->total_ms = report_median(t + (size_t)OP_N * R, R);
 
     /* The same block captured once as a CUDA graph and replayed: no launch
      * gaps between the ops, the figure a serving loop would see. */
@@ -688,13 +731,19 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
         t[it] = ms;
     }
-    r->graph_ms = h3r_median(t, R);
+    r->graph_ms = report_median(t, R);
     CUDA_CHECK(cudaGraphExecDestroy(gexec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     free(t);
 
     if (o->check != CHECK_NONE) run_checks(o, &br, blk, in, r, key_tile);
-    if (out_host) CUDA_CHECK(cudaMemcpy(out_host, d->out, (size_t)S * C * 2, cudaMemcpyDeviceToHost));
+    if (out_host) {
+        CUDA_CHECK(cudaMemcpy(out_host, d->out, (size_t)S * C * 2, cudaMemcpyDeviceToHost));
+        if (h3_bf16_first_nonfinite(out_host, (size_t)S * C) >= 0) { /* main.c reports it: name where it began */
+            const int op = h3r_first_nonfinite(&br);
+            if (op >= 0) snprintf(r->nonfinite_stage, sizeof r->nonfinite_stage, "%s", op_names[op]);
+        }
+    }
 
     for (int i = OP_N; i >= 0; i--) CUDA_CHECK(cudaEventDestroy(ev[i]));
     h3_lt_destroy(br.lt);

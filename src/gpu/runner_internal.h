@@ -112,6 +112,10 @@ void h3r_run_op(block_run *br, int op);
 /* Uploads the block's weights into br's already allocated weight buffers
  * (FP8: quantised on the device through a BF16 staging buffer). */
 int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t errlen);
-double h3r_median(double *v, int n);
+/* The first op (OP_*, block order) whose device output holds a NaN or Inf
+ * (its BF16 output, or the e4m3 rows and scales it wrote for an FP8 GEMM), or
+ * -1. Copies the buffers back in slices: for the failure path only, when the
+ * block's output was not finite. */
+int h3r_first_nonfinite(const block_run *br);
 
 #endif

@@ -38,6 +38,7 @@
 
 #include "cpu_ref.h"
 #include "kernels.h"
+#include "numerics.h"
 #include "runner_internal.h"
 
 #if defined(__has_include)
@@ -524,7 +525,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         }
     }
     for (int k = 0; k < PH_N; k++) {
-        const double ms = h3r_median(t + (size_t)k * R, R);
+        const double ms = report_median(t + (size_t)k * R, R);
         double fl = 0, by = 0;
         if (k == PH_ATTN) fl = h3_stage_flops(c, S, H3_STAGE_ATTENTION) / P; /* per rank: its heads */
         if (k == PH_A2A_QKV) by = x->bytes_a2a_qkv;
@@ -533,7 +534,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         report_add_row(r, k == PH_PRE && x->smooth_v ? "norm1_mod+qkv_gemm+v_mean+qk_norm_rope_quant" : ph_names[k],
                        ms, fl, by);
     }
-    r->total_ms = h3r_median(t + (size_t)PH_N * R, R);
+    r->total_ms = report_median(t + (size_t)PH_N * R, R);
     free(t);
     fprintf(stderr, "all-to-all: each rank sends %.1f MB (q8/k8/vt8 + scales) and %.1f MB (O) to the others per "
             "block; the rows' GB/s are those bytes over the time, NCCL's bus bandwidth for an all-to-all\n",
@@ -542,13 +543,26 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         fprintf(stderr, "dit_block: --gpus: stage checks run on one GPU; compare this output with --gpus 1 "
                         "(tests/test_gpu_sp.sh does)\n");
 
-    if (out_host)
+    if (out_host) {
         for (int rr = 0; rr < P; rr++) {
             sp_rank *a = &x->rk[rr];
             CUDA_CHECK(cudaSetDevice(a->dev));
             CUDA_CHECK(cudaMemcpy(out_host + (size_t)a->tok0 * C, a->br.d.out, (size_t)a->S_r * C * 2,
                                   cudaMemcpyDeviceToHost));
         }
+        /* a non-finite output (main.c reports it): the earliest op, over the
+         * ranks, whose outputs on its tokens held one (attention's are each
+         * rank's O rows after the exchange back) */
+        if (h3_bf16_first_nonfinite(out_host, (size_t)S * C) >= 0) {
+            int first = -1;
+            for (int rr = 0; rr < P; rr++) {
+                CUDA_CHECK(cudaSetDevice(x->rk[rr].dev));
+                const int op = h3r_first_nonfinite(&x->rk[rr].br);
+                if (op >= 0 && (first < 0 || op < first)) first = op;
+            }
+            if (first >= 0) snprintf(r->nonfinite_stage, sizeof r->nonfinite_stage, "%s", op_names[first]);
+        }
+    }
 
     for (int rr = P - 1; rr >= 0; rr--) {
         sp_rank *a = &x->rk[rr];

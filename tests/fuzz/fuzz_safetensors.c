@@ -35,6 +35,7 @@ static void check_open_file(const st_file *f, size_t size)
     if (f->map_size != size) fail("map_size != file size");
     if (8 + f->header_len + f->data_size != size) fail("8 + header_len + data_size != file size");
     if (f->data != (const uint8_t *)f->map + 8 + f->header_len) fail("data != map + 8 + header_len");
+    if ((uintptr_t)f->data % 64) fail("data region not 64-byte aligned");
     uint64_t cursor = 0;
     unsigned sum = 0;
     for (int i = 0; i < f->n_tensors; i++) {
@@ -47,7 +48,7 @@ static void check_open_file(const st_file *f, size_t size)
         if (t->begin != cursor || t->end < t->begin) fail("tensors do not tile the data region in order");
         int64_t n = st_numel(t);
         if (n < 0) fail("st_numel overflow on an accepted tensor");
-        if ((uint64_t)n * st_dtype_size(t->dtype) != t->end - t->begin) fail("byte size != numel x dtype size");
+        if ((uint64_t)n * st_dtype_bits(t->dtype) != 8 * (t->end - t->begin)) fail("byte size != numel x dtype size");
         if ((const uint8_t *)t->data != f->data + t->begin) fail("data pointer != data + begin");
         if (st_find(f, t->name) == NULL) fail("st_find misses an accepted tensor");
         const uint8_t *p = t->data;                       /* [end - begin] bytes */

@@ -18,7 +18,6 @@ except ImportError as e:
 
 # Files the official reader accepts but we reject, on purpose.
 STRICTER = {
-    "bad_dtype_u16.safetensors": "U16 is a safetensors dtype the block never uses",
     "bad_extra_field.safetensors": "serde ignores unknown fields; we reject them (brief)",
     "bad_leading_space.safetensors": "serde skips leading whitespace; we require '{' first",
     "bad_meta_duplicate.safetensors": "serde keeps the last duplicate metadata key",
