@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../src/config.h"
-#include "../src/numerics.h"
+#include "config.h"
+#include "numerics.h"
 
 /* Output row r belongs to token rows[r] (rows == NULL: token r). */
 static inline int cpu_row(const int *rows, int r) { return rows ? rows[r] : r; }

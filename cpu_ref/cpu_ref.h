@@ -70,7 +70,7 @@
 
 #include <stdint.h>
 
-#include "../src/config.h"
+#include "config.h"
 
 #ifdef __cplusplus
 extern "C" {

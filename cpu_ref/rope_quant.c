@@ -15,11 +15,7 @@
 #include "cpu_internal.h"
 #include "cpu_ref.h"
 
-void cpu_rope_omega(const h3_config *cfg, float *omega)
-{
-    for (int j = 0; j < cfg->rope_freqs; j++)
-        omega[j] = (float)pow((double)cfg->rope_theta, -(double)j / (double)cfg->rope_freqs);
-}
+void cpu_rope_omega(const h3_config *cfg, float *omega) { h3_rope_omega(cfg, omega); }
 
 /* Norm + RoPE of one head vector x [D] (bf16) -> y [D] bf16. */
 static void norm_rope_head(const h3_config *cfg, const uint16_t *x, const uint16_t *w, const float *f, uint16_t *y)

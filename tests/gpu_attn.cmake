@@ -5,7 +5,7 @@
 # variant (lab/lab.h).
 if(H3_HAVE_CUDA)
   h3_test(test_gpu_attention SOURCES test_gpu_attention.c LIBS h3kernels h3cpu h3core CUDA::cudart LABELS gpu)
-  target_compile_definitions(test_gpu_attention PRIVATE H3_HAVE_CUDA) # CUDA_CHECK from src/check.h
+  target_compile_definitions(test_gpu_attention PRIVATE H3_HAVE_CUDA) # CUDA_CHECK from runtime/cuda_check.h
   if("90a" IN_LIST H3_CUDA_ARCHS)
     target_compile_definitions(test_gpu_attention PRIVATE H3_BUILT_SM90A)
   endif()

@@ -6,7 +6,7 @@ h3_test(test_safetensors SOURCES test_safetensors.c LIBS h3core ARGS ${CMAKE_CUR
 # Helpers the Python tests drive (built with the tests, not tests themselves).
 foreach(tool st_tool fp8_tool)
   add_executable(${tool} ${tool}.c)
-  target_include_directories(${tool} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(${tool} PRIVATE ${PROJECT_SOURCE_DIR}/core)
   target_link_libraries(${tool} PRIVATE h3core)
 endforeach()
 

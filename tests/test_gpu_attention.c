@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "cuda_check.h"
 #include "config.h"
 #include "cpu_ref.h"
 #include "kernels.h"

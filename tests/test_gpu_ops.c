@@ -40,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include "check.h"
+#include "cuda_check.h"
 #include "config.h"
 #include "cpu_ref.h"
 #include "gemm_lt.h"

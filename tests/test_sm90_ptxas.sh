@@ -26,7 +26,7 @@ trap 'rm -f "$log" "$llog" "$mlog" "$cubin" "$sass"' EXIT
 # FILE OUT: FILE built for sm_90a as a cubin OUT, ptxas -v's report on stdout/stderr
 sm90a() {
   "$nvcc" -gencode=arch=compute_90a,code=sm_90a -O3 -I"$here/kernels" -I"$here/kernels/attn" -I"$here/lab" \
-    -I"$here/src" -cubin "$1" -o "$2" -Xptxas -v
+    -I"$here/core" -cubin "$1" -o "$2" -Xptxas -v
 }
 fail=0
 # FILE LOG WHAT MIN: compile FILE, at least MIN kernels, no serialisation, no spills

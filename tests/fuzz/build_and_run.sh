@@ -25,8 +25,8 @@ JSONC_LIBS="$(pkg-config --libs json-c)"
 BIN="$OUT/fuzz_safetensors"
 # -O1 -g: the usual libFuzzer setting (fast enough, exact stacks).
 if ! "$CC" -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=all -Wall -Wextra -Wshadow -I"$ROOT/src" $JSONC_CFLAGS \
-    "$ROOT/tests/fuzz/fuzz_safetensors.c" "$ROOT/src/safetensors.c" "$ROOT/src/config.c" \
+    -fno-sanitize-recover=all -Wall -Wextra -Wshadow -I"$ROOT/core" $JSONC_CFLAGS \
+    "$ROOT/tests/fuzz/fuzz_safetensors.c" "$ROOT/core/safetensors.c" "$ROOT/core/config.c" \
     $JSONC_LIBS -o "$BIN" 2>"$OUT/build.log"; then
   if grep -qiE "fuzzer|unsupported option|cannot find|no such file" "$OUT/build.log"; then
     cat "$OUT/build.log"; echo "build_and_run.sh: clang cannot build a libFuzzer target here, skipped"; exit 77

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""src/numerics.h's FP8 conversions (through fp8_tool) against ml_dtypes.
+"""core/numerics.h's FP8 conversions (through fp8_tool) against ml_dtypes.
  - decode: all 256 codes of e4m3fn and e5m2, bit-exact (signed zeros too),
    NaN at exactly the same codes;
  - encode: one million float32 values (random over the whole exponent range,

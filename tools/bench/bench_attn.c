@@ -54,11 +54,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/kernels.h"
-#include "../../src/config.h"
-#include "../../cpu_ref/cpu_ref.h"
-#include "../../src/numerics.h"
-#include "../../src/safetensors.h"
+#include "kernels.h"
+#include "config.h"
+#include "cpu_ref.h"
+#include "numerics.h"
+#include "safetensors.h"
 #include "bench_kernels.h"
 
 #define D 128

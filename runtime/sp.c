@@ -36,7 +36,6 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "cpu_ref.h"
 #include "kernels.h"
 #include "numerics.h"
 #include "runner_internal.h"
@@ -330,8 +329,8 @@ static void run_block(sp_ctx *x)
     mark(x, 5);
 }
 
-int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *blk, const h3_inputs *in, report *r,
-                     uint16_t *out_host, int *user_error, char *err, size_t errlen)
+int gpu_run_block_sp(const h3_run_params *o, const gpu_info *gi, const h3_block *blk, const h3_inputs *in,
+                     h3_run_result *r, uint16_t *out_host, int *user_error, char *err, size_t errlen)
 {
     const h3_config *c = &blk->cfg;
     const int P = o->gpus, S = in->S, C = c->hidden, H = c->heads, G = h3_groups(S);
@@ -350,7 +349,7 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         snprintf(err, errlen, "--gpus %d: only %d GPU(s) visible (--sp-one-device runs the %d ranks on one GPU)", P, ndev, P);
         return -1;
     }
-    if (o->attn == ATTN_SM90 && !h3k_attn_fp8_sm90_available()) {
+    if (o->attn == H3_ATTN_SM90 && !h3k_attn_fp8_sm90_available()) {
         snprintf(err, errlen, "--attn sm90: the Hopper kernel needs an sm_90 GPU and a build with sm_90a (device: %s)",
                  gi->name);
         return -1;
@@ -365,9 +364,9 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     x->S = S;
     x->G = G;
     x->one_device = o->sp_one_device;
-    x->smooth_v = o->smooth_v != 0; /* on unless --smooth-v off */
+    x->smooth_v = o->smooth_v != 0;
     const int fp8_mask = o->fp8_mask; /* every rank runs the same GEMM precisions */
-    const int use_sm90 = o->attn == ATTN_SM90 || (o->attn == ATTN_AUTO && h3k_attn_fp8_sm90_available());
+    const int use_sm90 = o->attn == H3_ATTN_SM90 || (o->attn == H3_ATTN_AUTO && h3k_attn_fp8_sm90_available());
     const size_t Sp = (size_t)G * 128, Hl = x->Hl;
 #ifdef H3_HAVE_NCCL_H
     if (!x->one_device && P > 1 && nccl_load(&x->nccl, err, errlen)) {
@@ -402,7 +401,8 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         br->smooth_v = x->smooth_v;
         br->rotate_qk = o->rotate_qk == 1; /* each rank rotates its own tokens' q and k: the map is per token */
         br->vmu_given = 1; /* vmean_all sets vmu before OP_QUANT */
-        cpu_rope_omega(c, br->omega);
+        br->fast_accum = o->fast_accum;
+        h3_rope_omega(c, br->omega);
         if (x->one_device && rr > 0) {
             br->st = shared_st;
             br->lt = shared_lt;
@@ -485,16 +485,12 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
     }
 #endif
 
-    snprintf(r->path, sizeof r->path, "gpu");
+    memset(r, 0, sizeof *r);
     snprintf(r->device, sizeof r->device, "%d x %.90s%s", P, gi->name, x->one_device ? " (on GPU 0)" : "");
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s, %d heads per rank%s%s",
              use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", x->Hl,
              x->smooth_v ? ", V smoothed (mean over all ranks' tokens)" : "", o->rotate_qk == 1 ? ", Q/K rotated" : "");
     h3r_gemm_desc(fp8_mask, o->fast_accum, r->gemm, sizeof r->gemm);
-    r->tokens = S;
-    r->heads = H;
-    r->hidden = C;
-    r->repeat = o->repeat;
 
     /* adaLN once per timestep and the RoPE table of the rank's tokens once per sequence, on every rank */
     for (int rr = 0; rr < P; rr++) {
@@ -525,23 +521,20 @@ int gpu_run_block_sp(const cli_options *o, const gpu_info *gi, const h3_block *b
         }
     }
     for (int k = 0; k < PH_N; k++) {
-        const double ms = report_median(t + (size_t)k * R, R);
+        const double ms = h3_median(t + (size_t)k * R, R);
         double fl = 0, by = 0;
         if (k == PH_ATTN) fl = h3_stage_flops(c, S, H3_STAGE_ATTENTION) / P; /* per rank: its heads */
         if (k == PH_A2A_QKV) by = x->bytes_a2a_qkv;
         if (k == PH_A2A_O) by = x->bytes_a2a_o;
         /* with smoothing the first phase also sums V's columns and exchanges the sums (vmean_all) */
-        report_add_row(r, k == PH_PRE && x->smooth_v ? "norm1_mod+qkv_gemm+v_mean+qk_norm_rope_quant" : ph_names[k],
+        h3r_add_row(r, k == PH_PRE && x->smooth_v ? "norm1_mod+qkv_gemm+v_mean+qk_norm_rope_quant" : ph_names[k],
                        ms, fl, by);
     }
-    r->total_ms = report_median(t + (size_t)PH_N * R, R);
+    r->total_ms = h3_median(t + (size_t)PH_N * R, R);
     free(t);
     fprintf(stderr, "all-to-all: each rank sends %.1f MB (q8/k8/vt8 + scales) and %.1f MB (O) to the others per "
             "block; the rows' GB/s are those bytes over the time, NCCL's bus bandwidth for an all-to-all\n",
             x->bytes_a2a_qkv / 1e6, x->bytes_a2a_o / 1e6);
-    if (o->check != CHECK_NONE)
-        fprintf(stderr, "dit_block: --gpus: stage checks run on one GPU; compare this output with --gpus 1 "
-                        "(tests/test_gpu_sp.sh does)\n");
 
     if (out_host) {
         for (int rr = 0; rr < P; rr++) {

@@ -1,6 +1,7 @@
 /* config.c — H3 block constants and the derived tensor table (DESIGN.md §1). */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -115,3 +116,9 @@ int h3_profile_parse(const char *s, h3_profile *p)
 }
 
 const char *h3_profile_name(h3_profile p) { return p == H3_PROFILE_UNIFORM ? "uniform" : "model"; }
+
+void h3_rope_omega(const h3_config *cfg, float *omega)
+{
+    for (int j = 0; j < cfg->rope_freqs; j++)
+        omega[j] = (float)pow((double)cfg->rope_theta, -(double)j / (double)cfg->rope_freqs);
+}

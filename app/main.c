@@ -26,6 +26,7 @@
 #include "safetensors.h"
 #ifdef H3_HAVE_CUDA
 #include "runner.h"
+#include "stage_checks.h"
 #endif
 
 #define CPU_DEFAULT_TOKENS 1024
@@ -183,7 +184,7 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
     }
     if (st.first_nonfinite >= 0)
         snprintf(r->nonfinite_stage, sizeof r->nonfinite_stage, "%s", h3_stage_names[st.first_nonfinite]);
-    r->total_ms = report_median(t + (size_t)H3_STAGE_COUNT * R, R);
+    r->total_ms = h3_median(t + (size_t)H3_STAGE_COUNT * R, R);
     r->repeat = R;
     snprintf(r->path, sizeof r->path, "cpu");
     snprintf(r->device, sizeof r->device, "CPU, %d OpenMP threads", omp_get_max_threads());
@@ -196,11 +197,37 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
     r->tokens = S;
     for (int s = 0; s < H3_STAGE_COUNT; s++) {
         double fl = h3_stage_flops(c, S, s);
-        report_add_row(r, h3_stage_names[s], report_median(t + (size_t)s * R, R), fl, 0);
+        report_add_row(r, h3_stage_names[s], h3_median(t + (size_t)s * R, R), fl, 0);
     }
     free(t);
     return 0;
 }
+
+#ifdef H3_HAVE_CUDA
+/* A GPU run's timing rows, device and kernels into the report (path "gpu"). */
+static void report_take_run(report *r, const h3_run_result *res, int S, const h3_config *cfg, int repeat)
+{
+    snprintf(r->path, sizeof r->path, "gpu");
+    snprintf(r->device, sizeof r->device, "%s", res->device);
+    snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", res->attn_kernel);
+    snprintf(r->gemm, sizeof r->gemm, "%s", res->gemm);
+    snprintf(r->nonfinite_stage, sizeof r->nonfinite_stage, "%s", res->nonfinite_stage);
+    r->tokens = S;
+    r->heads = cfg->heads;
+    r->hidden = cfg->hidden;
+    r->repeat = repeat;
+    for (int i = 0; i < res->n_rows; i++) {
+        const h3_run_row *x = &res->rows[i];
+        report_row *row = report_add_row(r, x->name, x->ms, x->flops, x->bytes);
+        row->ceiling = x->ceiling;
+        row->once = x->once == H3_RUN_ONCE_TIMESTEP ? REPORT_ONCE_TIMESTEP
+                    : x->once == H3_RUN_ONCE_SEQUENCE ? REPORT_ONCE_SEQUENCE : 0;
+    }
+    r->total_ms = res->total_ms;
+    r->graph_ms = res->graph_ms;
+    r->peak_mem_gb = res->peak_mem_gb;
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -297,8 +324,26 @@ int main(int argc, char **argv)
 #ifdef H3_HAVE_CUDA
         int user_error = 0;
         const int sp = o.gpus > 1 || o.sp_one_device;
-        if ((sp ? gpu_run_block_sp : gpu_run_block)(&o, &gi, &blk, &in, &r, out, &user_error, err, sizeof err))
-            die(user_error ? 2 : 1, err);
+        const h3_run_params rp = {
+            .attn = o.attn == ATTN_SM90 ? H3_ATTN_SM90 : o.attn == ATTN_MMA ? H3_ATTN_MMA : H3_ATTN_AUTO,
+            .smooth_v = o.smooth_v != 0, /* on unless --smooth-v off */
+            .rotate_qk = o.rotate_qk == 1,
+            .fp8_mask = o.fp8_mask,
+            .fast_accum = o.fast_accum,
+            .gemm = o.gemm,
+            .repeat = o.repeat,
+            .warmup = o.warmup,
+            .gpus = o.gpus,
+            .sp_one_device = o.sp_one_device,
+        };
+        h3_stage_check_ctx cx = {&o, &blk, &in, &r};
+        const h3_check_hook hook = {h3_stage_checks, &cx};
+        h3_run_result res;
+        const int fail = sp ? gpu_run_block_sp(&rp, &gi, &blk, &in, &res, out, &user_error, err, sizeof err)
+                            : gpu_run_block(&rp, &gi, &blk, &in, o.check == CHECK_NONE ? NULL : &hook, &res, out,
+                                            &user_error, err, sizeof err);
+        if (fail) die(user_error ? 2 : 1, err);
+        report_take_run(&r, &res, in.S, cfg, o.repeat);
         if (o.check == CHECK_NONE)
             snprintf(r.checks_not_run, sizeof r.checks_not_run, "%s",
                      sp ? "--gpus: stage checks run on one GPU; compare the output with --gpus 1" : "--check none");

@@ -256,9 +256,9 @@ int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *
         if (tg->dtype == ST_U8) {
             v = ((const uint8_t *)tg->data)[i];
         } else if (tg->dtype == ST_I32) {
-            int32_t v32;
-            memcpy(&v32, (const uint8_t *)tg->data + 4 * (size_t)i, 4);
-            v = v32;
+            int32_t t32;
+            memcpy(&t32, (const uint8_t *)tg->data + 4 * (size_t)i, 4);
+            v = t32;
         } else {
             memcpy(&v, (const uint8_t *)tg->data + 8 * (size_t)i, 8);
         }

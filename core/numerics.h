@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static inline uint32_t h3_f32_bits(float f)
@@ -159,6 +160,18 @@ static inline long h3_e4m3_first_nan(const uint8_t *v, size_t n)
     for (size_t i = 0; i < n; i++)
         if ((v[i] & 0x7f) == 0x7f) return (long)i;
     return -1;
+}
+
+/* Median of v[0..n), n >= 1 (sorts v): the timing tables' statistic. */
+static inline int h3_cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static inline double h3_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, h3_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 #endif

@@ -36,17 +36,6 @@ int report_all_pass(const report *r)
     return 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-double report_median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* A row covers the stages named in it ("a+b"); its check column summarises
  * the asserted checks of those stages. */
 static const char *row_check(const report *r, const report_row *row)

@@ -32,8 +32,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "checker.h"
-#include "cpu_ref.h"
+#include "cuda_check.h"
 #include "gemm_lt.h"
 #include "kernels.h"
 #include "numerics.h"
@@ -178,6 +177,18 @@ int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t er
              "workspace), the GPU has %.2f GB free of %.2f GB; at most %d tokens fit",
              S, need / 1e9, need, w / 1e9, (need - w) / 1e9, fr / 1e9, tot / 1e9, lo);
     return -1;
+}
+
+h3_run_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flops, double bytes)
+{
+    CHECK(r->n_rows < H3_RUN_MAX_ROWS, "more than %d timing rows", H3_RUN_MAX_ROWS);
+    h3_run_row *row = &r->rows[r->n_rows++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->name, sizeof row->name, "%s", name);
+    row->ms = ms;
+    row->flops = flops;
+    row->bytes = bytes;
+    return row;
 }
 
 void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len)
@@ -351,146 +362,38 @@ static void *host_copy(const void *dptr, size_t bytes)
     return h;
 }
 
-/* A GEMM's input as the GEMM read it, on the host: BF16 (x), or e4m3 rows
- * with their per-token scales (x8, s) when that GEMM is FP8. */
-typedef struct {
-    uint16_t *x;
-    uint8_t *x8;
-    float *s;
-} gemm_in;
+/* ---- the view the stage checks get (runner.h) ---- */
+struct h3_run_view {
+    const block_run *br;
+    int key_tile;
+};
 
-static gemm_in fetch_gemm_in(const block_run *br, int g, const uint16_t *dx, const uint8_t *dx8, const float *ds,
-                             int cols)
+h3_run_info h3_run_view_info(const h3_run_view *v)
 {
-    gemm_in in = {0};
-    if (h3r_fp8(br, g)) {
-        in.x8 = host_copy(dx8, (size_t)br->S * cols);
-        in.s = host_copy(ds, (size_t)br->S * 4);
-    } else {
-        in.x = host_copy(dx, (size_t)br->S * cols * 2);
-    }
-    return in;
+    const block_run *br = v->br;
+    return (h3_run_info){br->S, br->fp8_mask, br->smooth_v, br->rotate_qk, br->fast_accum, v->key_tile};
 }
 
-static void free_gemm_in(gemm_in *in)
+void *h3_run_fetch(const h3_run_view *v, h3_buf b, size_t bytes)
 {
-    free(in->x);
-    free(in->x8);
-    free(in->s);
+    const dev_bufs *d = &v->br->d;
+    const void *const p[H3_BUF_COUNT] = {
+        [H3_BUF_MOD] = d->mod, [H3_BUF_QKV] = d->qkv, [H3_BUF_Q8] = d->q8, [H3_BUF_K8] = d->k8,
+        [H3_BUF_VT8] = d->vt8, [H3_BUF_SQ] = d->sq,   [H3_BUF_SK] = d->sk, [H3_BUF_SV] = d->sv,
+        [H3_BUF_VMU] = d->vmu, [H3_BUF_O] = d->O,     [H3_BUF_LSE] = d->lse, [H3_BUF_Y1] = d->y1,
+        [H3_BUF_X1] = d->x1,   [H3_BUF_G] = d->g,     [H3_BUF_Y2] = d->y2, [H3_BUF_OUT] = d->out,
+        [H3_BUF_A] = d->a,     [H3_BUF_A8] = d->a8,   [H3_BUF_SA] = d->sa, [H3_BUF_O8] = d->O8,
+        [H3_BUF_SO] = d->sO,   [H3_BUF_B] = d->b,     [H3_BUF_B8] = d->b8, [H3_BUF_SB] = d->sb,
+        [H3_BUF_U] = d->u,     [H3_BUF_U8] = d->u8,   [H3_BUF_SU] = d->su,
+    };
+    return (unsigned)b < H3_BUF_COUNT && p[b] ? host_copy(p[b], bytes) : NULL;
 }
 
-/* The GEMM stage check of either precision, plus (FP8) the check of its
- * quantised weight against the CPU's quantisation of the BF16 file weight. */
-static void check_gemm(report *r, const h3_check_ctx *k, block_run *br, int g, const char *stage, const gemm_in *in,
-                       int N, int K, const uint16_t *y)
+void h3_run_fetch_w8(const h3_run_view *v, int g, int N, int K, uint8_t **w8, float **ws)
 {
-    const uint16_t *W = k->blk->w[gemm_tensor[g]];
-    if (!h3r_fp8(br, g)) {
-        h3_check_gemm(r, k, stage, in->x, W, N, K, y);
-        return;
-    }
-    uint8_t *w8 = host_copy(br->d.w8[g], (size_t)N * K);
-    float *ws = host_copy(br->d.ws[g], (size_t)N * 4);
-    h3_check_quant_exact(r, k, stage, "weights e4m3", W, N, K, NULL, w8, ws);
-    h3_check_gemm_fp8(r, k, stage, in->x8, in->s, w8, ws, N, K, y);
-    free(w8);
-    free(ws);
-}
-
-/* norm*_mod (its BF16 output, or the e4m3 rows it wrote) and the GEMM it feeds. */
-static void check_norm_gemm(report *r, const h3_check_ctx *k, block_run *br, const char *norm, const uint16_t *x,
-                            int wt, const uint16_t *mod, int slot_shift, int slot_scale, const uint16_t *dx,
-                            const uint8_t *dx8, const float *ds, int g, const char *gemm, int N, const uint16_t *y)
-{
-    const int C = br->cfg->hidden;
-    gemm_in in = fetch_gemm_in(br, g, dx, dx8, ds, C);
-    if (h3r_fp8(br, g))
-        h3_check_rmsnorm_mod_q8(r, k, norm, x, k->blk->w[wt], mod, slot_shift, slot_scale, in.x8, in.s);
-    else
-        h3_check_rmsnorm_mod(r, k, norm, x, k->blk->w[wt], mod, slot_shift, slot_scale, in.x);
-    check_gemm(r, k, br, g, gemm, &in, N, C, y);
-    free_gemm_in(&in);
-}
-
-static void run_checks(const cli_options *o, block_run *br, const h3_block *blk, const h3_inputs *in, report *r,
-                       int key_tile)
-{
-    const h3_config *c = br->cfg;
-    const int S = br->S, C = c->hidden, I = h3_attn_width(c), F = c->ffn, H = c->heads;
-    const size_t Sp = h3_pad_tokens(S), G = h3_groups(S);
-    dev_bufs *d = &br->d;
-    int *rows = malloc(sizeof(int) * (size_t)(o->sample < S ? o->sample : S) + 64);
-    int want_att = o->sample / 2 > 16 ? o->sample / 2 : (o->sample < 16 ? o->sample : 16);
-    int *att_rows = malloc(sizeof(int) * (size_t)(want_att < S ? want_att : S) + 64);
-    CHECK(rows && att_rows, "out of host memory");
-    h3_check_ctx k = {.cfg = c, .blk = blk, .in = in, .S = S, .fast_accum = o->fast_accum};
-    k.rows = rows;
-    k.nrows = h3_sample_rows(in, o->sample, rows);
-    k.att_rows = att_rows;
-    k.natt = h3_sample_rows(in, want_att, att_rows);
-    fprintf(stderr, "checking every stage against the CPU reference (%d sampled rows, %d for attention)...\n",
-            k.nrows, k.natt);
-
-    uint16_t *mod = host_copy(d->mod, (size_t)h3_mod_width(c) * 2);
-    h3_check_adaln(r, &k, mod);
-    uint16_t *qkv = host_copy(d->qkv, (size_t)S * 3 * I * 2);
-    check_norm_gemm(r, &k, br, "norm1_mod", in->x, H3_T_NORM1, mod, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, d->a, d->a8,
-                    d->sa, G_QKV, "qkv_gemm", 3 * I, qkv);
-    uint8_t *q8 = host_copy(d->q8, (size_t)H * Sp * 128), *k8 = host_copy(d->k8, (size_t)H * Sp * 128),
-            *vt8 = host_copy(d->vt8, (size_t)H * Sp * 128);
-    float *sq = host_copy(d->sq, H * G * 4), *sk = host_copy(d->sk, H * G * 4), *sv = host_copy(d->sv, H * G * 4);
-    float *vmu = br->smooth_v ? host_copy(d->vmu, (size_t)H * 128 * 4) : NULL;
-    h3_check_qk_quant(r, &k, qkv, vmu, br->rotate_qk, q8, k8, vt8, sq, sk, sv);
-    uint16_t *O = host_copy(d->O, (size_t)S * I * 2);
-    float *lse = host_copy(d->lse, (size_t)H * S * 4);
-    h3_check_attention(r, &k, key_tile, qkv, vmu, q8, k8, vt8, sq, sk, sv, O, lse);
-    free(vmu);
-    free(qkv);
-    free(q8);
-    free(k8);
-    free(vt8);
-    free(sq);
-    free(sk);
-    free(sv);
-    free(lse);
-    uint16_t *y1 = host_copy(d->y1, (size_t)S * C * 2);
-    if (h3r_fp8(br, G_OUT)) {
-        gemm_in o8 = fetch_gemm_in(br, G_OUT, NULL, d->O8, d->sO, I);
-        h3_check_quant_exact(r, &k, "out_quant", "O", O, k.nrows, I, k.rows, o8.x8, o8.s);
-        check_gemm(r, &k, br, G_OUT, "out_gemm", &o8, C, I, y1);
-        free_gemm_in(&o8);
-    } else {
-        const gemm_in ob = {O, NULL, NULL}; /* the BF16 O already fetched */
-        check_gemm(r, &k, br, G_OUT, "out_gemm", &ob, C, I, y1);
-    }
-    free(O);
-    uint16_t *x1 = host_copy(d->x1, (size_t)S * C * 2);
-    h3_check_gate_residual(r, &k, "gate_res1", in->x, y1, mod, H3_SLOT_GATE_MSA, x1);
-    free(y1);
-    uint16_t *g = host_copy(d->g, (size_t)S * 2 * F * 2);
-    check_norm_gemm(r, &k, br, "norm2_mod", x1, H3_T_NORM2, mod, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, d->b, d->b8,
-                    d->sb, G_FC1, "fc1_gemm", 2 * F, g);
-    uint16_t *y2 = host_copy(d->y2, (size_t)S * C * 2);
-    gemm_in u = fetch_gemm_in(br, G_FC2, d->u, d->u8, d->su, F);
-    if (h3r_fp8(br, G_FC2))
-        h3_check_swiglu_q8(r, &k, g, u.x8, u.s);
-    else
-        h3_check_swiglu(r, &k, g, u.x);
-    check_gemm(r, &k, br, G_FC2, "fc2_gemm", &u, C, F, y2);
-    free_gemm_in(&u);
-    free(g);
-    uint16_t *out = host_copy(d->out, (size_t)S * C * 2);
-    h3_check_gate_residual(r, &k, "gate_res2", x1, y2, mod, H3_SLOT_GATE_MLP, out);
-    free(x1);
-    free(y2);
-    if (o->check == CHECK_FULL) {
-        fprintf(stderr, "running the CPU's own chain over all %d rows...\n", S);
-        h3_check_full(r, &k, key_tile, out, !o->quiet, br->fp8_mask);
-    }
-    free(out);
-    free(mod);
-    free(rows);
-    free(att_rows);
+    CHECK(g >= 0 && g < G_N && v->br->d.w8[g], "GEMM %d has no FP8 weight in this run", g);
+    *w8 = host_copy(v->br->d.w8[g], (size_t)N * K);
+    *ws = host_copy(v->br->d.ws[g], (size_t)N * 4);
 }
 
 int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t errlen)
@@ -581,19 +484,20 @@ static double time_op_alone(block_run *br, int op, int n, cudaEvent_t e0, cudaEv
         CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
         t[i] = ms;
     }
-    return report_median(t, n);
+    return h3_median(t, n);
 }
 
-int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk, const h3_inputs *in, report *r,
-                  uint16_t *out_host, int *user_error, char *err, size_t errlen)
+int gpu_run_block(const h3_run_params *o, const gpu_info *gi, const h3_block *blk, const h3_inputs *in,
+                  const h3_check_hook *hook, h3_run_result *r, uint16_t *out_host, int *user_error, char *err,
+                  size_t errlen)
 {
     const h3_config *c = &blk->cfg;
-    const int S = in->S, C = c->hidden, H = c->heads, F = c->ffn;
+    const int S = in->S, C = c->hidden, F = c->ffn;
     *user_error = 0;
 
     block_run br = {.cfg = c, .S = S, .fp8_mask = o->fp8_mask};
     int sm90_ok = h3k_attn_fp8_sm90_available();
-    if (o->attn == ATTN_SM90 && !sm90_ok) {
+    if (o->attn == H3_ATTN_SM90 && !sm90_ok) {
         snprintf(err, errlen, "--attn sm90: the Hopper kernel needs an sm_90 GPU and a build with sm_90a (device: %s)",
                  gi->name);
         *user_error = 1;
@@ -606,27 +510,24 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         *user_error = 1;
         return -1;
     }
-    br.use_sm90 = o->attn == ATTN_SM90 || (o->attn == ATTN_AUTO && sm90_ok);
-    br.smooth_v = o->smooth_v != 0; /* on unless --smooth-v off */
+    br.use_sm90 = o->attn == H3_ATTN_SM90 || (o->attn == H3_ATTN_AUTO && sm90_ok);
+    br.smooth_v = o->smooth_v != 0;
     br.rotate_qk = o->rotate_qk == 1;
+    br.fast_accum = o->fast_accum;
     int key_tile = br.use_sm90 ? h3k_attn_fp8_sm90_key_tile() : h3k_attn_fp8_mma_key_tile();
-    cpu_rope_omega(c, br.omega);
+    h3_rope_omega(c, br.omega);
 
-    snprintf(r->path, sizeof r->path, "gpu");
+    memset(r, 0, sizeof *r);
     snprintf(r->device, sizeof r->device, "%s", gi->name);
-    char variant[16] = "";
-    if (br.use_sm90) { /* the name's first word, "vN" */
+    char kernel[16] = "";
+    if (br.use_sm90) { /* the name's first word: which of the two Hopper kernels */
         const char *vn = h3k_attn_fp8_sm90_variant_name(br.smooth_v);
-        snprintf(variant, sizeof variant, " %.*s", (int)strcspn(vn, " "), vn);
+        snprintf(kernel, sizeof kernel, " %.*s", (int)strcspn(vn, ":"), vn);
     }
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s%s (key tile %d)%s%s",
-             br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", variant, key_tile,
+             br.use_sm90 ? "attn_fp8_sm90 (wgmma+TMA)" : "attn_fp8_mma (mma.sync m16n8k32)", kernel, key_tile,
              br.smooth_v ? ", V smoothed" : "", br.rotate_qk ? ", Q/K rotated" : "");
     h3r_gemm_desc(br.fp8_mask, o->fast_accum, r->gemm, sizeof r->gemm);
-    r->tokens = S;
-    r->heads = H;
-    r->hidden = C;
-    r->repeat = o->repeat;
 
     if (gpu_check_fits(c, S, br.fp8_mask, err, errlen)) return -1;
 
@@ -675,7 +576,7 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     /* the cached ops, timed alone: adaLN once per timestep, the RoPE table once per sequence */
     static const struct {
         int op, once;
-    } cached[2] = {{OP_ADALN, REPORT_ONCE_TIMESTEP}, {OP_ROPE, REPORT_ONCE_SEQUENCE}};
+    } cached[2] = {{OP_ADALN, H3_RUN_ONCE_TIMESTEP}, {OP_ROPE, H3_RUN_ONCE_SEQUENCE}};
     double cached_ms[2];
     for (int i = 0; i < 2; i++) cached_ms[i] = time_op_alone(&br, cached[i].op, R, ev[0], ev[1], t);
     fprintf(stderr, "running the block: %d warm-up + %d timed runs at %d tokens...\n", o->warmup, R, S);
@@ -699,19 +600,19 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
     CUDA_CHECK(cudaMemGetInfo(&free1, &tot));
     r->peak_mem_gb = (double)(free0 - free1) / 1e9;
     double fl, by;
-    report_row *row;
+    h3_run_row *row;
     for (int i = 0; i < 2; i++) {
         op_work(c, S, br.fp8_mask, cached[i].op, &fl, &by);
-        row = report_add_row(r, op_names[cached[i].op], cached_ms[i], fl, by);
+        row = h3r_add_row(r, op_names[cached[i].op], cached_ms[i], fl, by);
         row->once = cached[i].once;
         row->ceiling = op_ceiling(gi, br.fp8_mask, fl, cached[i].op);
     }
     for (int j = 0; j < nops; j++) {
         op_work(c, S, br.fp8_mask, ops[j], &fl, &by);
-        row = report_add_row(r, op_names[ops[j]], report_median(t + (size_t)j * R, R), fl, by);
+        row = h3r_add_row(r, op_names[ops[j]], h3_median(t + (size_t)j * R, R), fl, by);
         row->ceiling = op_ceiling(gi, br.fp8_mask, fl, ops[j]);
     }
-    r->total_ms = report_median(t + (size_t)OP_N * R, R);
+    r->total_ms = h3_median(t + (size_t)OP_N * R, R);
 
     /* The same block captured once as a CUDA graph and replayed: no launch
      * gaps between the ops, the figure a serving loop would see. */
@@ -731,12 +632,15 @@ int gpu_run_block(const cli_options *o, const gpu_info *gi, const h3_block *blk,
         CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
         t[it] = ms;
     }
-    r->graph_ms = report_median(t, R);
+    r->graph_ms = h3_median(t, R);
     CUDA_CHECK(cudaGraphExecDestroy(gexec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     free(t);
 
-    if (o->check != CHECK_NONE) run_checks(o, &br, blk, in, r, key_tile);
+    if (hook && hook->fn) {
+        const h3_run_view view = {&br, key_tile};
+        hook->fn(hook->ctx, &view);
+    }
     if (out_host) {
         CUDA_CHECK(cudaMemcpy(out_host, d->out, (size_t)S * C * 2, cudaMemcpyDeviceToHost));
         if (h3_bf16_first_nonfinite(out_host, (size_t)S * C) >= 0) { /* main.c reports it: name where it began */

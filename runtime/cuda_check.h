@@ -1,24 +1,12 @@
-/* check.h — error checks that say what, where and why (CONVENTIONS.md).
- * CHECK/CUDA_CHECK/CUBLAS_CHECK print the failing expression, file:line and
- * a hint, then exit(1) (internal errors). User errors are reported by the
- * CLI with exit 2 instead and do not go through here. */
-#ifndef H3_CHECK_H
-#define H3_CHECK_H
+/* cuda_check.h — CUDA_CHECK(call) and CUBLAS_CHECK(call): a failed CUDA
+ * or cuBLASLt call printed with the call, file:line, the library's error
+ * name and a hint, then exit(1) (internal errors; core/check.h has CHECK). */
+#ifndef H3_CUDA_CHECK_H
+#define H3_CUDA_CHECK_H
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(cond, ...)                                                              \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fputc('\n', stderr);                                                      \
-            exit(1);                                                                  \
-        }                                                                             \
-    } while (0)
-
-#ifdef H3_HAVE_CUDA
 #include <cuda_runtime.h>
 #define CUDA_CHECK(call)                                                                              \
     do {                                                                                              \
@@ -33,8 +21,6 @@
             exit(1);                                                                                  \
         }                                                                                             \
     } while (0)
-#endif
-
 #ifdef H3_HAVE_CUBLASLT
 #include <cublasLt.h>
 #define CUBLAS_CHECK(call)                                                                            \

@@ -107,6 +107,10 @@ const char *h3_profile_name(h3_profile p);
 h3_config h3_config_full(void); /* the published H3 block */
 h3_config h3_config_tiny(void); /* hidden 256, 2 heads x 128, SwiGLU 512, temb 64 */
 
+/* The RoPE frequencies omega_j = rope_theta^(-j / rope_freqs), j <
+ * rope_freqs, as the FP32 the CPU reference and the GPU's table use. */
+void h3_rope_omega(const h3_config *cfg, float *omega /* [rope_freqs] */);
+
 /* Fills specs[H3_T_COUNT] with names and shapes derived from cfg. */
 void h3_tensor_specs(const h3_config *cfg, h3_tensor_spec specs[H3_T_COUNT]);
 

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "cuda_check.h"
 #include "gemm_lt.h"
 #include "runner.h"
 
@@ -79,6 +80,7 @@ typedef struct {
     int rotate_qk; /* Q/K rotation before quantisation (--rotate-qk) */
     int vmu_given; /* --gpus P: vmu is the mean over every rank's tokens, set before OP_QUANT (sp.c) */
     int fp8_mask; /* bit G_x: that GEMM runs in FP8 and its producer writes e4m3 rows (0: all BF16) */
+    int fast_accum; /* the FP8 GEMMs with cuBLASLt's fast accumulation */
     float omega[16]; /* the RoPE frequencies, for OP_ROPE */
     h3_lt *lt;
     dev_bufs d;
@@ -103,7 +105,9 @@ static inline int h3r_fp8(const block_run *br, int g) { return br->fp8_mask >> g
 /* The buffers of a block run at S tokens with the GEMMs of fp8_mask in FP8
  * into t (MAX_ALLOCS entries); returns the count. */
 int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_alloc_t *t);
-/* The report's gemm string for fp8_mask and --gemm-accum (the GPU's numerics). */
+/* Appends a timing row to r (CHECK: at most H3_RUN_MAX_ROWS). */
+h3_run_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flops, double bytes);
+/* The result's gemm string for fp8_mask and --gemm-accum (the GPU's numerics). */
 void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len);
 /* cudaMalloc with the "out of device memory: N bytes" message; adds to *total. */
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen);

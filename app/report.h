@@ -56,8 +56,6 @@ report_check *report_add_check(report *r, const char *stage, const char *what);
 /* 1 unless an asserted check failed (also when no check ran: see
  * checks_not_run, which the printed and JSON reports state instead). */
 int report_all_pass(const report *r);
-/* Median of v[0..n) (sorts v). */
-double report_median(double *v, int n);
 void report_print(const report *r, FILE *f);
 /* Written beside path and renamed over it: a failure leaves no partial file. */
 int report_write_json(const report *r, const char *path, char *err, size_t errlen);

@@ -1,0 +1,110 @@
+/* runner.h — the H3 block on the GPU: weights uploaded once, cuBLASLt GEMMs,
+ * our kernels for everything else, per-op CUDA-event timing. It takes a
+ * plain parameter struct and returns timing rows and the output; the stage
+ * checks are the application's (app/stage_checks.c), which the run calls
+ * through a hook after the timed runs, with a view of the run's device
+ * buffers. Knows nothing of the CLI, the report or the CPU reference. */
+#ifndef H3_RUNNER_H
+#define H3_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "block.h"
+#include "inputs.h"
+
+typedef struct {
+    char name[128];
+    int cc_major, cc_minor, sms;
+    size_t mem_bytes;
+    int supported; /* this build has machine code for it */
+} gpu_info;
+
+/* 1 when a CUDA GPU is present (fills g), 0 otherwise (g->name says why). */
+int gpu_probe(gpu_info *g);
+
+/* Device bytes the block needs at S tokens (resident weights, activations,
+ * cuBLASLt workspace) with the GEMMs of fp8_mask (config.h's H3_GEMM_* bits)
+ * in FP8; *weights (may be NULL) gets the weights' share. */
+size_t gpu_block_bytes(const h3_config *c, int S, int fp8_mask, size_t *weights);
+/* 0 when the block fits the device's free memory now (or that cannot be
+ * told); else -1 with one line in err: the bytes needed, the bytes free and
+ * the largest token count that fits. */
+int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t errlen);
+
+typedef enum { H3_ATTN_AUTO = 0, H3_ATTN_MMA, H3_ATTN_SM90 } h3_attn_choice;
+
+/* What a run does. */
+typedef struct {
+    h3_attn_choice attn; /* auto: the Hopper kernel where it runs, else the portable one */
+    int smooth_v;        /* V smoothing */
+    int rotate_qk;       /* Q/K rotation before quantisation */
+    int fp8_mask;        /* bit H3_GEMM_x: that GEMM in FP8 */
+    int fast_accum;      /* the FP8 GEMMs with the tensor cores' own accumulator */
+    const char *gemm;    /* the GEMM mode as the user gave it, for messages */
+    int repeat, warmup;  /* timed and untimed runs */
+    int gpus;            /* ranks of the sequence-parallel run (gpu_run_block_sp) */
+    int sp_one_device;   /* the ranks on GPU 0, one after another */
+} h3_run_params;
+
+/* What a run measured: one row per op (stage names of config.h, "a+b" for a
+ * fused kernel covering two), the block totals, the device and kernels. */
+#define H3_RUN_MAX_ROWS 24
+enum { H3_RUN_ONCE_TIMESTEP = 1, H3_RUN_ONCE_SEQUENCE = 2 }; /* h3_run_row.once */
+typedef struct {
+    char name[48];
+    double ms;      /* median */
+    double flops;   /* arithmetic work (GEMMs, attention), 0 for memory-bound ops */
+    double bytes;   /* minimum device-memory traffic */
+    double ceiling; /* the device's peak for this row's rate, 0 if unknown */
+    int once;       /* computed once and cached, not part of the block total: H3_RUN_ONCE_* */
+} h3_run_row;
+typedef struct {
+    char device[128], attn_kernel[128], gemm[128];
+    h3_run_row rows[H3_RUN_MAX_ROWS];
+    int n_rows;
+    double total_ms, graph_ms; /* the block, op by op with events between, and as one CUDA graph (0: not run) */
+    double peak_mem_gb;        /* device memory in use beyond the weights, 0 if unknown */
+    char nonfinite_stage[48];  /* with a non-finite output: the first op whose output held one ("" if none found) */
+} h3_run_result;
+
+/* A finished run's device buffers, for the stage checks. */
+typedef struct h3_run_view h3_run_view;
+typedef enum {
+    H3_BUF_MOD, H3_BUF_QKV, H3_BUF_Q8, H3_BUF_K8, H3_BUF_VT8, H3_BUF_SQ, H3_BUF_SK, H3_BUF_SV, H3_BUF_VMU, H3_BUF_O,
+    H3_BUF_LSE, H3_BUF_Y1, H3_BUF_X1, H3_BUF_G, H3_BUF_Y2, H3_BUF_OUT,
+    /* each GEMM's input as its GEMM read it: BF16, or e4m3 rows and their scales */
+    H3_BUF_A, H3_BUF_A8, H3_BUF_SA, H3_BUF_O8, H3_BUF_SO, H3_BUF_B, H3_BUF_B8, H3_BUF_SB, H3_BUF_U, H3_BUF_U8,
+    H3_BUF_SU,
+    H3_BUF_COUNT
+} h3_buf;
+typedef struct {
+    int S, fp8_mask, smooth_v, rotate_qk, fast_accum;
+    int key_tile; /* the attention kernel's online-softmax step */
+} h3_run_info;
+h3_run_info h3_run_view_info(const h3_run_view *v);
+/* A host copy (malloc) of the first bytes of buffer b; NULL when the run has
+ * no such buffer (e.g. a8 with a BF16 qkv GEMM). */
+void *h3_run_fetch(const h3_run_view *v, h3_buf b, size_t bytes);
+/* GEMM g's e4m3 weight [N][K] and its per-channel scales [N] (FP8 GEMMs only), malloc'd. */
+void h3_run_fetch_w8(const h3_run_view *v, int g, int N, int K, uint8_t **w8, float **ws);
+
+/* Called once after the timed runs, before the output is copied back. */
+typedef struct {
+    void (*fn)(void *ctx, const h3_run_view *v);
+    void *ctx;
+} h3_check_hook;
+
+/* Runs and times the block (hook: NULL for no checks). out_host [S][C]
+ * receives the output. Returns 0, or -1 with err (a user error, exit 2, when
+ * *user_error). */
+int gpu_run_block(const h3_run_params *p, const gpu_info *g, const h3_block *b, const h3_inputs *in,
+                  const h3_check_hook *hook, h3_run_result *res, uint16_t *out_host, int *user_error, char *err,
+                  size_t errlen);
+
+/* The same block sequence parallel over p->gpus ranks (sp.c): same contract,
+ * no stage checks (the output is compared with the one-GPU run instead). */
+int gpu_run_block_sp(const h3_run_params *p, const gpu_info *g, const h3_block *b, const h3_inputs *in,
+                     h3_run_result *res, uint16_t *out_host, int *user_error, char *err, size_t errlen);
+
+#endif
