@@ -13,7 +13,10 @@
 # model-like q/k/v at S = 30272 for the lab variants in H3_AB_VARIANTS).
 # H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
-# and each lab variant of H3_CASE_VARIANTS).
+# and each lab variant of H3_CASE_VARIANTS); blocks (dit_block with stage
+# checks on both data profiles: S = 30272 in both GEMM modes, 4096 and 75600
+# in BF16 mode; then each 30272 output against an FP32 PyTorch block, as a
+# share of the block's update: compare_*.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -102,6 +105,31 @@ for s in $steps; do
       args=(); [ "$v" = default ] || args=(--variant "$v")
       H3_TEST_SEED=${H3_TEST_SEED:-1} timeout 120 "$BUILD/tests/test_gpu_attention" "${args[@]}" --case 30272 2 4 >"$OUT/case_$v.log" 2>&1
       summary+=("case 30272 2 model-like, $v: rc=$?"); cat "$OUT/case_$v.log"
+    done ;;
+  blocks)
+    log "dit_block on both profiles"
+    P=/tmp/h3prof; mkdir -p $P
+    for prof in model uniform; do
+      W=$P/block_$prof.safetensors
+      [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile $prof --seed 1 --out "$W" >/dev/null 2>&1
+      for S in 30272 4096 75600; do
+        IN=$P/inputs_${prof}_$S.safetensors
+        [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile $prof --tokens $S --seed 2 --out "$IN" >/dev/null
+        for gemm in bf16 fp8; do
+          [ $S = 30272 ] || [ $gemm = bf16 ] || continue
+          tag=${prof}_${S}_$gemm
+          timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" --gemm $gemm --quiet --json "$OUT/block_$tag.json" \
+            $([ $S = 30272 ] && echo --output /tmp/ours_$tag.safetensors) >"$OUT/block_$tag.log" 2>&1
+          rc=$?; summary+=("dit_block $tag: rc=$rc $(grep -E '^block total' "$OUT/block_$tag.log" | tr -s ' ')")
+          grep -E "^attention|FAIL|^block total|check" "$OUT/block_$tag.log" | head -8
+        done
+      done
+      timeout 200 python3 tools/bench/torch_block.py --weights "$W" --input $P/inputs_${prof}_30272.safetensors \
+        --dtype fp32 --output /tmp/ref_f32_$prof.safetensors >"$OUT/torch_f32_$prof.log" 2>&1 || tail -5 "$OUT/torch_f32_$prof.log"
+      for gemm in bf16 fp8; do
+        python3 tools/bench/compare_outputs.py /tmp/ours_${prof}_30272_$gemm.safetensors /tmp/ref_f32_$prof.safetensors \
+          --input $P/inputs_${prof}_30272.safetensors --json "$OUT/compare_${prof}_$gemm.json" 2>&1 | tail -3
+      done
     done ;;
   ab)
     log "sm90_ab on the model-like q/k/v"
