@@ -17,6 +17,7 @@
 #include "numerics.h"
 
 #include "test_util.h"
+#include "test_stats.h"
 
 static const char *gen;
 static unsigned long long seed;
@@ -218,9 +219,7 @@ int main(int argc, char **argv)
         return 2;
     }
     gen = argv[1];
-    const char *es = getenv("H3_TEST_SEED");
-    seed = es ? strtoull(es, NULL, 10) : (unsigned long long)time(NULL) % 1000000;
-    printf("test_block: seed %llu (H3_TEST_SEED to fix)\n", seed);
+    seed = (unsigned long long)h3t_seed("test_block");
     char args[256];
     char err[1024];
 

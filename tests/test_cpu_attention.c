@@ -18,36 +18,18 @@
 #include "cpu_ref.h"
 #include "numerics.h"
 #include "rng.h"
+#include "test_stats.h"
 
 #define D 128
 static int g_fail = 0;
 static h3_rng g_rng;
 
 /* ---- error statistics ---- */
-typedef struct {
-    double max_abs, se, sref, n_bad, n;
-    int nonfinite;
-} stats;
 
-static void acc(stats *s, double got, double ref, double tol)
-{
-    if (!isfinite(got)) {
-        s->nonfinite++;
-        s->n_bad++;
-        return;
-    }
-    double e = fabs(got - ref);
-    if (e > s->max_abs) s->max_abs = e;
-    s->se += e * e;
-    s->sref += ref * ref;
-    s->n++;
-    if (e > tol) s->n_bad++;
-}
-
-static void report(const char *what, const stats *s, const char *tolwhy)
+static void report(const char *what, const h3t_stats *s, const char *tolwhy)
 {
     int ok = s->n_bad == 0 && s->nonfinite == 0;
-    printf("  %-58s max abs %.3e  rel RMS %.3e  %s%s%s\n", what, s->max_abs, s->sref > 0 ? sqrt(s->se / s->sref) : 0.0,
+    printf("  %-58s max abs %.3e  rel RMS %.3e  %s%s%s\n", what, s->max_abs, h3t_rel_rms(s),
            ok ? "ok" : "FAIL", ok ? "" : " ", ok ? "" : tolwhy);
     if (!ok) {
         printf("    %.0f of %.0f over tolerance, %d non-finite\n", s->n_bad, s->n + s->nonfinite, s->nonfinite);
@@ -159,7 +141,7 @@ static void fp8_set(fp8_ops *f, int t, int h, int j, int d, uint8_t code)
 static void compare_rows(const char *what, const fp8_ops *f, const int *rows, int nrows, const uint16_t *O,
                          const float *lse, int dot_exact)
 {
-    stats so = {0}, sl = {0};
+    h3t_stats so = {0}, sl = {0};
     double vmax = 0;
     for (size_t i = 0; i < (size_t)f->H * f->S * D; i++) vmax = fmax(vmax, fabs(f->vd[i]));
     for (int h = 0; h < f->H; h++)
@@ -171,8 +153,8 @@ static void compare_rows(const char *what, const fp8_ops *f, const int *rows, in
             const double elog = 8 * 0x1p-24 * (xm * 1.4427 + 1) + (dot_exact ? 0 : (D + 2) * 0x1p-24 * sa);
             const double tol_o = (2.1 * elog + f->S * 0x1p-24 * 4) * vmax;
             for (int d = 0; d < D; d++)
-                acc(&so, h3_bf16_to_f32(O[(size_t)r * f->H * D + h * D + d]), o[d], 0x1p-8 * fabs(o[d]) + tol_o);
-            acc(&sl, lse[(size_t)h * nrows + r], L, elog + 8 * 0x1p-24 * fabs(L) + f->S * 0x1p-24 * 4);
+                h3t_acc(&so, h3_bf16_to_f32(O[(size_t)r * f->H * D + h * D + d]), o[d], 0x1p-8 * fabs(o[d]) + tol_o);
+            h3t_acc(&sl, lse[(size_t)h * nrows + r], L, elog + 8 * 0x1p-24 * fabs(L) + f->S * 0x1p-24 * 4);
         }
     char buf[160];
     snprintf(buf, sizeof buf, "%s O", what);
@@ -414,7 +396,7 @@ static void test_lossless(void)
             uint16_t *Oe = malloc(n * 2), *Of = malloc(n * 2);
             float *le = malloc((size_t)S * H * 4), *lf = malloc((size_t)S * H * 4);
             cpu_attention_exact(t[0], t[1], t[2], S, H, NULL, S, Oe, le);
-            stats so = {0}, sl = {0};
+            h3t_stats so = {0}, sl = {0};
             static const int kts[] = {16, 32, 64, 128, 192};
             for (int ki = 0; ki < 5; ki++) {
                 const int kt = kts[ki];
@@ -425,9 +407,9 @@ static void test_lossless(void)
                  * (<= 2^-7 |O|) + 1e-5 max|v| (|v| <= 7). */
                 for (size_t i = 0; i < n; i++) {
                     double e = h3_bf16_to_f32(Oe[i]);
-                    acc(&so, h3_bf16_to_f32(Of[i]), e, 0x1p-7 * fabs(e) + 7e-5);
+                    h3t_acc(&so, h3_bf16_to_f32(Of[i]), e, 0x1p-7 * fabs(e) + 7e-5);
                 }
-                for (int i = 0; i < S * H; i++) acc(&sl, lf[i], le[i], 1e-5 * (1 + fabs(le[i])));
+                for (int i = 0; i < S * H; i++) h3t_acc(&sl, lf[i], le[i], 1e-5 * (1 + fabs(le[i])));
             }
             char what[128];
             snprintf(what, sizeof what, "lossless S=%d H=%d tiles 16..192 O%s", S, H, scale_ok ? "" : " (SCALES WRONG)");
@@ -622,9 +604,7 @@ static void run_report(void)
 
 int main(int argc, char **argv)
 {
-    const char *es = getenv("H3_TEST_SEED");
-    uint64_t seed = es ? strtoull(es, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    printf("test_cpu_attention: seed %llu (H3_TEST_SEED to repeat)\n", (unsigned long long)seed);
+    const uint64_t seed = h3t_seed("test_cpu_attention");
     g_rng.s = seed;
     if (argc > 1 && !strcmp(argv[1], "--report")) {
         run_report();

@@ -22,34 +22,17 @@
 #include "cpu_ref.h"
 #include "numerics.h"
 #include "rng.h"
+#include "test_stats.h"
 
 static int g_fail = 0;
 static h3_rng g_rng;
 #define U 0x1p-24 /* FP32 unit roundoff */
 #define B 0x1p-8  /* BF16 half-ulp bound, relative */
 
-typedef struct {
-    double max_abs, se, sref, n_bad, n;
-    int nonfinite;
-} stats;
-static void acc(stats *s, double got, double ref, double tol)
-{
-    if (!isfinite(got)) {
-        s->nonfinite++;
-        s->n_bad++;
-        return;
-    }
-    double e = fabs(got - ref);
-    if (e > s->max_abs) s->max_abs = e;
-    s->se += e * e;
-    s->sref += ref * ref;
-    s->n++;
-    if (e > tol) s->n_bad++;
-}
-static void report(const char *what, const stats *s)
+static void report(const char *what, const h3t_stats *s)
 {
     int ok = s->n_bad == 0 && s->nonfinite == 0;
-    printf("  %-52s max abs %.3e  rel RMS %.3e  %s\n", what, s->max_abs, s->sref > 0 ? sqrt(s->se / s->sref) : 0.0,
+    printf("  %-52s max abs %.3e  rel RMS %.3e  %s\n", what, s->max_abs, h3t_rel_rms(s),
            ok ? "ok" : "FAIL");
     if (!ok) {
         printf("    %.0f of %.0f over tolerance, %d non-finite\n", s->n_bad, s->n + s->nonfinite, s->nonfinite);
@@ -101,7 +84,7 @@ static void test_adaln(void)
         for (int k = 0; k < T; k++) temb[k] = (float)(3 * nrm());
         uint16_t *W = rand_bf16((size_t)R * T, 0.2, 0), *b = rand_bf16((size_t)R, 0.5, 0), *mod = malloc((size_t)R * 2);
         cpu_adaln(&c, temb, W, b, mod);
-        stats s = {0};
+        h3t_stats s = {0};
         for (int j = 0; j < R; j++) {
             double sum = bf(b[j]), mag = fabs(bf(b[j]));
             for (int k = 0; k < T; k++) {
@@ -109,7 +92,7 @@ static void test_adaln(void)
                 sum += t;
                 mag += fabs(t);
             }
-            acc(&s, bf(mod[j]), sum, B * fabs(sum) + (T + 8) * U * mag);
+            h3t_acc(&s, bf(mod[j]), sum, B * fabs(sum) + (T + 8) * U * mag);
         }
         char w[96];
         snprintf(w, sizeof w, "adaln T=%d C=%d (%d rows)", T, c.hidden, R);
@@ -131,7 +114,7 @@ static void test_rmsnorm_mod(void)
             int32_t *tags = rand_tags(S, M);
             const int sh = H3_SLOT_SHIFT_MLP, sc = H3_SLOT_SCALE_MLP;
             cpu_rmsnorm_mod(x, w, mod, tags, S, C, 1e-5f, sh, sc, NULL, S, out);
-            stats s = {0};
+            h3t_stats s = {0};
             for (int r = 0; r < S; r++) {
                 double ss = 0;
                 for (int k = 0; k < C; k++) ss += bf(x[(size_t)r * C + k]) * bf(x[(size_t)r * C + k]);
@@ -140,7 +123,7 @@ static void test_rmsnorm_mod(void)
                     const uint16_t *m = mod + (size_t)tags[r] * 6 * C;
                     double t = bf(x[(size_t)r * C + k]) * rs * bf(w[k]) * (1 + bf(m[sc * C + k]));
                     double ref = t + bf(m[sh * C + k]);
-                    acc(&s, bf(out[(size_t)r * C + k]), ref, B * fabs(ref) + (C + 8) * U * (fabs(t) + fabs(ref)));
+                    h3t_acc(&s, bf(out[(size_t)r * C + k]), ref, B * fabs(ref) + (C + 8) * U * (fabs(t) + fabs(ref)));
                 }
             }
             int rows[4], nr = sample_rows(S, rows);
@@ -166,7 +149,7 @@ static void test_gemm(void)
             uint16_t *x = rand_bf16((size_t)S * K, 1, 0), *W = rand_bf16((size_t)N * K, 0.1, 0),
                      *y = malloc((size_t)S * N * 2), *ys = malloc((size_t)4 * N * 2);
             cpu_gemm_bf16(x, W, S, N, K, NULL, S, y);
-            stats s = {0};
+            h3t_stats s = {0};
             for (int r = 0; r < S; r++)
                 for (int n = 0; n < N; n++) {
                     double sum = 0, mag = 0;
@@ -175,7 +158,7 @@ static void test_gemm(void)
                         sum += t;
                         mag += fabs(t);
                     }
-                    acc(&s, bf(y[(size_t)r * N + n]), sum, B * fabs(sum) + K * U * mag);
+                    h3t_acc(&s, bf(y[(size_t)r * N + n]), sum, B * fabs(sum) + K * U * mag);
                 }
             int rows[4], nr = sample_rows(S, rows);
             cpu_gemm_bf16(x, W, S, N, K, rows, nr, ys);
@@ -209,7 +192,7 @@ static void test_qk_norm_rope(void)
             }
             uint16_t *q = malloc((size_t)S * I * 2), *k = malloc((size_t)S * I * 2), *v = malloc((size_t)S * I * 2);
             cpu_qk_norm_rope(&c, qkv, pos, qw, kw, S, NULL, S, q, k, v);
-            stats s = {0};
+            h3t_stats s = {0};
             int vsame = 1;
             for (int r = 0; r < S; r++)
                 for (int h = 0; h < H; h++)
@@ -225,9 +208,9 @@ static void test_qk_norm_rope(void)
                             double f = pos[3 * r + axis] * pow(10000.0, -j / 16.0);
                             double ref = d < 48 ? t[d] * cos(f) - t[d + 48] * sin(f) : t[d] * cos(f) + t[d - 48] * sin(f);
                             double pair = t[d < 48 ? d + 48 : d - 48];
-                            acc(&s, bf(got[d]), ref, B * fabs(ref) + (2 * B + fabs(f) * 0x1p-22 + 0x1p-22) * (fabs(t[d]) + fabs(pair)));
+                            h3t_acc(&s, bf(got[d]), ref, B * fabs(ref) + (2 * B + fabs(f) * 0x1p-22 + 0x1p-22) * (fabs(t[d]) + fabs(pair)));
                         }
-                        for (int d = 96; d < D; d++) acc(&s, bf(got[d]), t[d], 2 * B * fabs(t[d]));
+                        for (int d = 96; d < D; d++) h3t_acc(&s, bf(got[d]), t[d], 2 * B * fabs(t[d]));
                     }
             for (int r = 0; r < S; r++)
                 for (int h = 0; h < H; h++)
@@ -268,7 +251,7 @@ static void test_rope_known(void)
     const float P[3][3] = {{0, 0, 0}, {5, 3, 7}, {120, 17.5f, 0.25f}};
     const int dims[4] = {0, 17, 40, 47};
     const double omega[4] = {1.0, 0.56234132519034908, 0.01, 1.7782794100389228e-4};
-    stats s = {0};
+    h3t_stats s = {0};
     for (int pi = 0; pi < 3; pi++) {
         cpu_qk_norm_rope(&c, qkv, P[pi], qw, qw, 1, NULL, 1, q, k, v);
         for (int di = 0; di < 4; di++) {
@@ -276,11 +259,11 @@ static void test_rope_known(void)
             const double f = P[pi][d / 16] * omega[di];
             const double y0 = cos(f) - 0.5 * sin(f), y1 = 0.5 * cos(f) + sin(f);
             /* 1 BF16 rounding + FP32 angle error (|f| <= 120: 120 * 2^-23) */
-            acc(&s, bf(q[d]), y0, B * fabs(y0) + 2e-5);
-            acc(&s, bf(q[d + 48]), y1, B * fabs(y1) + 2e-5);
-            acc(&s, bf(k[d]), y0, B * fabs(y0) + 2e-5);
+            h3t_acc(&s, bf(q[d]), y0, B * fabs(y0) + 2e-5);
+            h3t_acc(&s, bf(q[d + 48]), y1, B * fabs(y1) + 2e-5);
+            h3t_acc(&s, bf(k[d]), y0, B * fabs(y0) + 2e-5);
         }
-        for (int d = 96; d < 128; d++) acc(&s, bf(q[d]), 1.0, 0);
+        for (int d = 96; d < 128; d++) h3t_acc(&s, bf(q[d]), 1.0, 0);
     }
     report("rope at known (t,h,w) positions, dims 0 17 40 47 (+48)", &s);
     float om[16];
@@ -430,7 +413,7 @@ static void test_rotate(void)
     int nneg = 0;
     for (int d = 0; d < 128; d++) nneg += h3_rot_flips(d);
     expect("rotation signs: both signs present", nneg > 16 && nneg < 112);
-    stats st = {0};
+    h3t_stats st = {0};
     double worst_dot = 0.0;
     for (int trial = 0; trial < 200; trial++) {
         float x[128], y[128], xk[128], yk[128];
@@ -455,7 +438,7 @@ static void test_rotate(void)
             ref /= sqrt(128.0);
             /* one BF16 rounding of the result, 7 FP32 butterfly stages and
              * the scaling multiply before it */
-            acc(&st, y[i], ref, B * fabs(ref) + 9 * U * sabs);
+            h3t_acc(&st, y[i], ref, B * fabs(ref) + 9 * U * sabs);
             dx += (double)x[i] * xk[i];
             dy += (double)y[i] * yk[i];
             nx += (double)x[i] * x[i];
@@ -540,12 +523,12 @@ static void test_residual_swiglu(void)
                  *outs = malloc((size_t)4 * C * 2);
         int32_t *tags = rand_tags(S, M);
         cpu_gate_residual(x, y, mod, tags, S, C, H3_SLOT_GATE_MSA, NULL, S, out);
-        stats s = {0};
+        h3t_stats s = {0};
         for (int r = 0; r < S; r++)
             for (int c = 0; c < C; c++) {
                 double gy = bf(mod[((size_t)tags[r] * 6 + H3_SLOT_GATE_MSA) * C + c]) * bf(y[(size_t)r * C + c]);
                 double ref = bf(x[(size_t)r * C + c]) + gy;
-                acc(&s, bf(out[(size_t)r * C + c]), ref, B * fabs(ref) + 2 * U * (fabs(gy) + fabs(ref)));
+                h3t_acc(&s, bf(out[(size_t)r * C + c]), ref, B * fabs(ref) + 2 * U * (fabs(gy) + fabs(ref)));
             }
         int rows[4], nr = sample_rows(S, rows), same = 1;
         cpu_gate_residual(x, y, mod, tags, S, C, H3_SLOT_GATE_MSA, rows, nr, outs);
@@ -558,11 +541,11 @@ static void test_residual_swiglu(void)
         uint16_t *g = rand_bf16((size_t)S * 2 * F, 3, 0), *u = malloc((size_t)S * F * 2), *us = malloc((size_t)4 * F * 2);
         g[0] = h3_f32_to_bf16(-120.0f); /* e^120 overflows FP32: silu must give -0, not NaN */
         cpu_swiglu(g, S, F, NULL, S, u);
-        stats s2 = {0};
+        h3t_stats s2 = {0};
         for (int r = 0; r < S; r++)
             for (int f = 0; f < F; f++) {
                 double ref = silu64(bf(g[(size_t)r * 2 * F + f])) * bf(g[(size_t)r * 2 * F + F + f]);
-                acc(&s2, bf(u[(size_t)r * F + f]), ref, B * fabs(ref) + 8 * U * fabs(ref) + 1e-37);
+                h3t_acc(&s2, bf(u[(size_t)r * F + f]), ref, B * fabs(ref) + 8 * U * fabs(ref) + 1e-37);
             }
         cpu_swiglu(g, S, F, rows, nr, us);
         same = 1;
@@ -602,7 +585,7 @@ static void test_fp8_gemm(void)
     int rows[3] = {0, 5, S - 1};
     uint16_t *ys = malloc((size_t)3 * N * 2);
     cpu_gemm_fp8(x8, sx, w8, sw, S, N, K, rows, 3, ys);
-    stats st = {0};
+    h3t_stats st = {0};
     for (int r = 0; r < S; r++)
         for (int n = 0; n < N; n++) {
             double d = 0, mag = 0;
@@ -613,7 +596,7 @@ static void test_fp8_gemm(void)
             }
             const double sc = (double)sx[r] * sw[n], ref = d * sc;
             /* BF16 rounding, the FP32 sum (K U of the magnitudes), two scale roundings */
-            acc(&st, bf(y[(size_t)r * N + n]), ref, B * fabs(ref) + K * U * mag * sc + 4 * U * fabs(ref) + 1e-37);
+            h3t_acc(&st, bf(y[(size_t)r * N + n]), ref, B * fabs(ref) + K * U * mag * sc + 4 * U * fabs(ref) + 1e-37);
         }
     int same = 1;
     for (int i = 0; i < 3; i++) same &= !memcmp(ys + (size_t)i * N, y + (size_t)rows[i] * N, (size_t)N * 2);
@@ -727,9 +710,7 @@ static void bench_gemm(void)
 
 int main(int argc, char **argv)
 {
-    const char *es = getenv("H3_TEST_SEED");
-    uint64_t seed = es ? strtoull(es, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    printf("test_cpu_stages: seed %llu (H3_TEST_SEED to repeat)\n", (unsigned long long)seed);
+    const uint64_t seed = h3t_seed("test_cpu_stages");
     g_rng.s = seed;
     if (argc > 1 && !strcmp(argv[1], "--bench-gemm")) {
         bench_gemm();

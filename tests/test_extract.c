@@ -21,6 +21,7 @@
 #include "safetensors.h"
 
 #include "test_util.h"
+#include "test_stats.h"
 
 static const char *gen, *ext;
 
@@ -98,9 +99,7 @@ int main(int argc, char **argv)
     }
     gen = argv[1];
     ext = argv[2];
-    const char *es = getenv("H3_TEST_SEED");
-    unsigned long long seed = es ? strtoull(es, NULL, 10) : (unsigned long long)time(NULL) % 1000000;
-    printf("test_extract: seed %llu (H3_TEST_SEED to fix)\n", seed);
+    const unsigned long long seed = (unsigned long long)h3t_seed("test_extract");
     char cmd[2048], err[512];
     for (int b = 0; b < 2; b++) {
         snprintf(cmd, sizeof cmd, "'%s' --config tiny --force --block %d --seed %llu --out te_b%d.safetensors 2>/dev/null", gen,

@@ -38,12 +38,13 @@
 #include <time.h>
 
 #include "check.h"
-#include "cuda_check.h"
 #include "config.h"
+#include "cuda_check.h"
 #include "cpu_ref.h"
 #include "kernels.h"
 #include "numerics.h"
 #include "rng.h"
+#include "test_stats.h"
 
 #ifdef H3_LAB
 #include "lab.h"
@@ -193,30 +194,13 @@ static int pick_rows(int S, int H, int *rows)
     return n;
 }
 
-typedef struct {
-    double se, sref, max_abs;
-    int nonfinite;
-} errst;
-
-static void err_add(errst *e, double got, double ref)
-{
-    if (!isfinite(got)) {
-        e->nonfinite++;
-        return;
-    }
-    double d = fabs(got - ref);
-    e->se += d * d;
-    e->sref += ref * ref;
-    if (d > e->max_abs) e->max_abs = d;
-}
-static double rel_rms(const errst *e) { return e->sref > 0 ? sqrt(e->se / e->sref) : sqrt(e->se); }
 
 /* One (row, head) of got (row gr) against ref (row rr), both [*][I] bf16. */
-static errst pair_err(const uint16_t *got, int gr, const uint16_t *ref, int rr, int h, int I)
+static h3t_stats pair_err(const uint16_t *got, int gr, const uint16_t *ref, int rr, int h, int I)
 {
-    errst a = {0};
+    h3t_stats a = {0};
     for (int d = 0; d < D; d++)
-        err_add(&a, h3_bf16_to_f32(got[(size_t)gr * I + h * D + d]), h3_bf16_to_f32(ref[(size_t)rr * I + h * D + d]));
+        h3t_acc(&a, h3_bf16_to_f32(got[(size_t)gr * I + h * D + d]), h3_bf16_to_f32(ref[(size_t)rr * I + h * D + d]), INFINITY);
     return a;
 }
 
@@ -325,14 +309,14 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     float *Le = malloc(sizeof(float) * H * nr), *Lx = malloc(sizeof(float) * H * nr);
     cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, kd->key_tile, 1, rows, nr, Oe, Le);
     cpu_attention_exact(q, k, v, S, H, rows, nr, Ox, Lx);
-    errst ee = {0}, ex = {0}, cx = {0}; /* gpu vs emulation, gpu vs exact, emulation vs exact */
+    h3t_stats ee = {0}, ex = {0}, cx = {0}; /* gpu vs emulation, gpu vs exact, emulation vs exact */
     double lse_err = 0.0;
     for (int r = 0; r < nr; r++)
         for (int c = 0; c < I; c++) {
             double got = h3_bf16_to_f32(O[0][(size_t)rows[r] * I + c]);
-            err_add(&ee, got, h3_bf16_to_f32(Oe[(size_t)r * I + c]));
-            err_add(&ex, got, h3_bf16_to_f32(Ox[(size_t)r * I + c]));
-            err_add(&cx, h3_bf16_to_f32(Oe[(size_t)r * I + c]), h3_bf16_to_f32(Ox[(size_t)r * I + c]));
+            h3t_acc(&ee, got, h3_bf16_to_f32(Oe[(size_t)r * I + c]), INFINITY);
+            h3t_acc(&ex, got, h3_bf16_to_f32(Ox[(size_t)r * I + c]), INFINITY);
+            h3t_acc(&cx, h3_bf16_to_f32(Oe[(size_t)r * I + c]), h3_bf16_to_f32(Ox[(size_t)r * I + c]), INFINITY);
         }
     for (int h = 0; h < H; h++)
         for (int r = 0; r < nr; r++) {
@@ -353,7 +337,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
      * bound. */
     const int spread = dist == DIST_STRESS || dist == DIST_NORMAL; /* the mixes with spread group scales */
     const double exact_bound = spread ? 0.15 : 0.08;
-    const double contract = rel_rms(&cx), exact_allowed = spread ? fmax(exact_bound, 1.05 * contract + 0.01) : exact_bound;
+    const double contract = h3t_rel_rms(&cx), exact_allowed = spread ? fmax(exact_bound, 1.05 * contract + 0.01) : exact_bound;
     /* Hopper's FP8 tensor cores accumulate with ~13 mantissa bits, truncating
      * (DeepSeek-V3 §3.5.2, SageAttention2): each QK^T dot carries a relative
      * error up to ~4 * 2^-13 (4 chained k-steps), so the logit x = c * dot is
@@ -389,8 +373,8 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
      * one key and the other way in another); the rest must meet o_tol. */
     int n_out = 0, n_tie = 0;
     double out_max = 0.0;
-    errst kept = ee;
-    if (ok && !ee.nonfinite && !(rel_rms(&ee) <= o_tol)) {
+    h3t_stats kept = ee;
+    if (ok && !ee.nonfinite && !(h3t_rel_rms(&ee) <= o_tol)) {
         const int npairs = nr * H, allow = npairs / 20 > 2 ? npairs / 20 : 2;
         const double delta = kd->fp8_accumulate ? 0x1p-9 : 0x1p-12;
         uint16_t *Ot[2] = {malloc((size_t)nr * I * 2), malloc((size_t)nr * I * 2)};
@@ -406,18 +390,18 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
             cpu_attention_fp8(q8, k8, vt8, sq, sk, svt, mu, S, H, kd->key_tile, 1, rows, nr, Ot[w], Lt);
         }
         double *pe = malloc(sizeof(double) * npairs * 3); /* [pair]: rel err, se, sref (closest emulation) */
-        kept = (errst){0};
+        kept = (h3t_stats){0};
         for (int r = 0; r < nr; r++)
             for (int h = 0; h < H; h++) {
-                const errst plain = pair_err(O[0], rows[r], Oe, r, h, I);
-                errst best = plain;
+                const h3t_stats plain = pair_err(O[0], rows[r], Oe, r, h, I);
+                h3t_stats best = plain;
                 for (int w = 0; w < 2; w++) {
-                    const errst a = pair_err(O[0], rows[r], Ot[w], r, h, I);
+                    const h3t_stats a = pair_err(O[0], rows[r], Ot[w], r, h, I);
                     if (a.se < best.se) best = a;
                 }
                 if (best.se < plain.se) n_tie++;
                 double *e = pe + 3 * ((size_t)r * H + h);
-                e[0] = rel_rms(&best), e[1] = best.se, e[2] = best.sref;
+                e[0] = h3t_rel_rms(&best), e[1] = best.se, e[2] = best.sref;
                 kept.se += best.se;
                 kept.sref += best.sref;
                 kept.nonfinite += best.nonfinite;
@@ -426,7 +410,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
             int w = -1;
             for (int i = 0; i < npairs; i++)
                 if (pe[3 * i] >= 0 && (w < 0 || pe[3 * i] > pe[3 * w])) w = i;
-            if (w < 0 || pe[3 * w] > 0.15 || rel_rms(&kept) <= o_tol) break;
+            if (w < 0 || pe[3 * w] > 0.15 || h3t_rel_rms(&kept) <= o_tol) break;
             kept.se -= pe[3 * w + 1];
             kept.sref -= pe[3 * w + 2];
             if (pe[3 * w] > out_max) out_max = pe[3 * w];
@@ -439,13 +423,13 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         free(svt);
         free(Lt);
     }
-    if (ok && (ee.nonfinite || !(rel_rms(&kept) <= o_tol))) {
+    if (ok && (ee.nonfinite || !(h3t_rel_rms(&kept) <= o_tol))) {
         ok = 0;
-        snprintf(why, sizeof why, "vs emulated rel RMS %.3e > %.0e%s", rel_rms(&kept), o_tol,
+        snprintf(why, sizeof why, "vs emulated rel RMS %.3e > %.0e%s", h3t_rel_rms(&kept), o_tol,
                  n_out ? " even without the worst (row, head) pairs" : "");
     } else if (ok && (n_tie || n_out)) {
         snprintf(why, sizeof why, "%d (row, head) pair(s) closer to the emulation with P8 ties broken the other way, "
-                 "%d set aside (up to %.1f%%), rel RMS %.2e", n_tie, n_out, 100 * out_max, rel_rms(&kept));
+                 "%d set aside (up to %.1f%%), rel RMS %.2e", n_tie, n_out, 100 * out_max, h3t_rel_rms(&kept));
     }
     if (ok && !(lse_excess <= 1.0)) {
         ok = 0;
@@ -455,15 +439,15 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         ok = 0;
         snprintf(why, sizeof why, "the emulation (the FP8 contract) is %.3e from exact, over its sanity bound %.2f",
                  contract, 2 * exact_bound);
-    } else if (ok && !(rel_rms(&ex) <= exact_allowed)) {
+    } else if (ok && !(h3t_rel_rms(&ex) <= exact_allowed)) {
         ok = 0;
-        snprintf(why, sizeof why, "vs exact rel RMS %.3e > sanity bound %.3f (the emulation: %.3e)", rel_rms(&ex),
+        snprintf(why, sizeof why, "vs exact rel RMS %.3e > sanity bound %.3f (the emulation: %.3e)", h3t_rel_rms(&ex),
                  exact_allowed, contract);
-    } else if (ok && rel_rms(&ex) > exact_bound && !why[0]) {
+    } else if (ok && h3t_rel_rms(&ex) > exact_bound && !why[0]) {
         snprintf(why, sizeof why, "vs exact over %.2f, as the emulation is (%.3e) on this draw", exact_bound, contract);
     }
     printf("%s %-14s S=%5d H=%2d %-20s rows %5d  emu: relRMS %.2e maxabs %.2e lse %.1e  exact: relRMS %.2e maxabs %.2e%s%s\n",
-           ok ? "ok  " : "FAIL", kd->name, S, H, dist_name[dist], nr, rel_rms(&ee), ee.max_abs, lse_err, rel_rms(&ex),
+           ok ? "ok  " : "FAIL", kd->name, S, H, dist_name[dist], nr, h3t_rel_rms(&ee), ee.max_abs, lse_err, h3t_rel_rms(&ex),
            ex.max_abs, ok ? (why[0] ? "  note: " : "") : "  <- ", why);
     if (!ok) {
         /* Where: the worst (row, head) pairs against the emulation, with the
@@ -473,9 +457,9 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         int bad_rows = 0;
         for (int r = 0; r < nr; r++)
             for (int h = 0; h < H; h++) {
-                const errst a = pair_err(O[0], rows[r], Oe, r, h, I);
-                bad_rows += rel_rms(&a) > 0.05;
-                double e = a.nonfinite ? INFINITY : rel_rms(&a);
+                const h3t_stats a = pair_err(O[0], rows[r], Oe, r, h, I);
+                bad_rows += h3t_rel_rms(&a) > 0.05;
+                double e = a.nonfinite ? INFINITY : h3t_rel_rms(&a);
                 for (int j = 0; j < 5; j++)
                     if (e > we[j]) {
                         for (int m = 4; m > j; m--) we[m] = we[m - 1], wr[m] = wr[m - 1], wh[m] = wh[m - 1];
@@ -486,9 +470,9 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
         printf("      %d (row, head) pairs beyond 5%% of the emulation; worst:\n", bad_rows);
         for (int j = 0; j < 5 && wr[j] >= 0; j++) {
             const int r = wr[j], h = wh[j];
-            const errst a = pair_err(O[0], rows[r], Ox, r, h, I), b = pair_err(Oe, r, Ox, r, h, I);
+            const h3t_stats a = pair_err(O[0], rows[r], Ox, r, h, I), b = pair_err(Oe, r, Ox, r, h, I);
             printf("      token %5d head %d: gpu vs emu %.3e, gpu vs exact %.3e, emu vs exact %.3e, lse gpu %.5f emu %.5f\n",
-                   rows[r], h, we[j], rel_rms(&a), rel_rms(&b), L[0][(size_t)h * S + rows[r]], Le[(size_t)h * nr + r]);
+                   rows[r], h, we[j], h3t_rel_rms(&a), h3t_rel_rms(&b), L[0][(size_t)h * S + rows[r]], Le[(size_t)h * nr + r]);
         }
     }
     fflush(stdout);
@@ -572,14 +556,10 @@ int main(int argc, char **argv)
         printf("test_gpu_attention: no usable GPU (or this build has no code for it), skipped\n");
         return 77;
     }
-    uint64_t seed = (uint64_t)time(NULL);
-    const char *se = getenv("H3_TEST_SEED");
-    if (se) seed = strtoull(se, NULL, 10);
-    g_seed = seed;
+    g_seed = h3t_seed("test_gpu_attention");
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    printf("test_gpu_attention: seed %llu (H3_TEST_SEED to repeat), device %s (sm_%d%d)\n", (unsigned long long)seed,
-           prop.name, prop.major, prop.minor);
+    printf("test_gpu_attention: device %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
     kernel_desc kernels[4];
     int nk = 0;

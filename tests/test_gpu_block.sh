@@ -29,23 +29,49 @@ if [ $rc -eq 2 ] && grep -q "no usable GPU" <<<"$probe"; then
 fi
 [ $rc -eq 0 ] || { echo "probe run failed (rc $rc): $probe"; exit 1; }
 fail=0
+# The attention kernels, named: mma everywhere, sm90 where it runs. On an
+# sm_90 device it must run (the build carries sm_90a unless H3_CUDA_ARCHS
+# left it out, which dit_block's refusal names): not running is a failure.
+attns=mma
+why=$("$dit" --gpu --attn sm90 --weights "$work/tiny.safetensors" --tokens 1 --check none --repeat 1 --warmup 0 \
+        --quiet 2>&1 >/dev/null)
+if [ $? -eq 0 ]; then
+  attns="mma sm90"
+elif grep -q "(sm_90[,)]" <<<"$why" && ! grep -q "a build with sm_90a" <<<"$why"; then
+  echo "FAIL --attn sm90 does not run on this sm_90 device: $why"; fail=1
+else
+  echo "note: --attn sm90 not tested here: $why"
+fi
+# checks_ran LOG FULL: the stage checks ran and are in the report: the
+# attention checks (against the emulation, its LSE, and exact attention),
+# every stage's own, and with FULL=1 the end-to-end chain
+checks_ran() {
+  local log=$1 full=$2 s bad=""
+  for s in "attention +vs emulated fp8" "attention +lse vs emulated fp8" "attention +vs exact" "adaln +vs cpu" \
+           "qk_norm_rope_quant " "gate_res1 " "swiglu " "gate_res2 "; do
+    grep -qE "^$s" "$log" || bad+=" no '${s// +/ }' check;"
+  done
+  [ "$full" = 1 ] && ! grep -qE "^block .* vs cpu (fp8 )?chain" "$log" && bad+=" no end-to-end check;"
+  grep -q "^checks: not run" "$log" && bad+=" report says checks not run;"
+  [ -z "$bad" ] || { echo "$bad"; return 1; }
+}
 for gemm in bf16 fp8; do
-  for attn in mma auto; do
-    log=$work/tiny_${attn}_$gemm.log
+  for attn in $attns; do
+    log=$work/tiny_${attn}_$gemm.log why=""
     if "$dit" --gpu --attn $attn --gemm $gemm --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
-         --quiet --json "$work/tiny_${attn}_$gemm.json" >"$log" 2>&1; then
+         --quiet --json "$work/tiny_${attn}_$gemm.json" >"$log" 2>&1 && why=$(checks_ran "$log" 1); then
       echo "ok   tiny block, --attn $attn --gemm $gemm, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
     else
-      echo "FAIL tiny block, --attn $attn --gemm $gemm, --check full:"; tail -30 "$log"; fail=1
+      echo "FAIL tiny block, --attn $attn --gemm $gemm, --check full:${why:+ $why}"; tail -30 "$log"; fail=1
     fi
   done
 done
 # V smoothing is the default above; the plain contract (the kernels without
 # a mean, the checker's unsmoothed branch) once, with both kernels
-for attn in mma auto; do
+for attn in $attns; do
   log=$work/tiny_${attn}_nosmooth.log
   if "$dit" --gpu --attn $attn --smooth-v off --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
-       --quiet >"$log" 2>&1 && ! grep -q "V smoothed" "$log"; then
+       --quiet >"$log" 2>&1 && checks_ran "$log" 1 >/dev/null && ! grep -q "V smoothed" "$log"; then
     echo "ok   tiny block, --attn $attn --smooth-v off, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
   else
     echo "FAIL tiny block, --attn $attn --smooth-v off, --check full:"; tail -30 "$log"; fail=1
@@ -55,10 +81,10 @@ done
 # (stage qk_norm_rope_quant), the attention on them, and the end-to-end
 # chain (the CPU's chain does not rotate: the FP8 tolerance covers both), with
 # both kernels; the report names it
-for attn in mma auto; do
+for attn in $attns; do
   log=$work/tiny_${attn}_rot.log
   if "$dit" --gpu --attn $attn --rotate-qk on --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
-       --quiet >"$log" 2>&1 && grep -q "Q/K rotated" "$log"; then
+       --quiet >"$log" 2>&1 && checks_ran "$log" 1 >/dev/null && grep -q "Q/K rotated" "$log"; then
     echo "ok   tiny block, --attn $attn --rotate-qk on, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
   else
     echo "FAIL tiny block, --attn $attn --rotate-qk on, --check full:"; tail -30 "$log"; fail=1
@@ -103,11 +129,12 @@ else
 fi
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
+  full_attn=${attns##* } # sm90 where it runs (the default there), else mma
   for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast"; do
     # shellcheck disable=SC2086 # $gemm may carry --gemm-accum
-    if "$dit" --gpu --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
-         >"$work/full_${gemm// /_}.log" 2>&1; then
-      echo "ok   full-size block, 30272 tokens, --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_${gemm// /_}.log" | head -1)"
+    if "$dit" --gpu --attn $full_attn --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
+         >"$work/full_${gemm// /_}.log" 2>&1 && checks_ran "$work/full_${gemm// /_}.log" 0 >/dev/null; then
+      echo "ok   full-size block, 30272 tokens, --attn $full_attn --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_${gemm// /_}.log" | head -1)"
     else
       echo "FAIL full-size block, --gemm $gemm:"; tail -40 "$work/full_${gemm// /_}.log"; fail=1
     fi

@@ -47,6 +47,7 @@
 #include "kernels.h"
 #include "numerics.h"
 #include "rng.h"
+#include "test_stats.h"
 
 static int g_pass, g_fail, g_quick;
 static uint64_t g_seed;
@@ -865,12 +866,10 @@ int main(int argc, char **argv)
         printf("SKIP test_gpu_ops: the kernels were not built for this GPU\n");
         return 77;
     }
-    const char *es = getenv("H3_TEST_SEED");
-    g_seed = es ? strtoull(es, NULL, 10) : (uint64_t)time(NULL);
+    g_seed = h3t_seed("test_gpu_ops");
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    printf("test_gpu_ops: seed %llu (H3_TEST_SEED to repeat), %s, device %s\n", (unsigned long long)g_seed,
-           g_quick ? "quick" : "full", prop.name);
+    printf("test_gpu_ops: %s, device %s\n", g_quick ? "quick" : "full", prop.name);
 
     /* adaln: tiny (N=4608, T=64), a non-multiple-of-8 T (scalar path), one modality at full width, the full block */
     test_adaln(256, 3, 64);

@@ -18,6 +18,7 @@
 #include "safetensors.h"
 
 #include "test_util.h"
+#include "test_stats.h"
 
 /* Checks the layout of in against the rules in inputs.c's header. */
 static void check_layout(const h3_inputs *in, int S)
@@ -65,9 +66,7 @@ static void expect_load_fail(const char *path, const h3_config *cfg, const char 
 
 int main(void)
 {
-    const char *es = getenv("H3_TEST_SEED");
-    unsigned long long seed = es ? strtoull(es, NULL, 10) : (unsigned long long)time(NULL) % 1000000;
-    printf("test_inputs: seed %llu (H3_TEST_SEED to fix)\n", seed);
+    const unsigned long long seed = (unsigned long long)h3t_seed("test_inputs");
     h3_config cfg = h3_config_tiny();
     char err[512];
     h3_inputs in;
