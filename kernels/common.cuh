@@ -135,9 +135,8 @@ __device__ __forceinline__ float h3d_silu(float x) { return x / (1.0f + expf(-x)
  * __expf (ex2.approx of x log2 e: relative error below 2^-21 for |x| < 88)
  * and the quotient as __fdividef (rcp.approx times x, ~2 ulp) -- a few
  * instructions where expf and the IEEE division take ~18, and the
- * division's slow-path call made ptxas spill. swiglu_q8 went from 0.715 to
- * 0.537 ms at S = 30272 (now near its DRAM floor; docs/perf.md, 2026-12-04
- * fifth session). Against the CPU's expf and '/' the FP32 result moves by a
+ * division's slow-path call made ptxas spill; with them swiglu_q8 runs near
+ * its DRAM floor (the journal has the figures). Against the CPU's expf and '/' the FP32 result moves by a
  * few ulp, so the BF16 output differs in rare 1-ulp flips (the swiglu
  * tolerance). Ends: x < -88.7 gives e^-x = inf and -0, as the CPU does; for
  * x in (-88.7, -87.3), 1 + e^-x > 2^126 and __fdividef returns 0 where the

@@ -20,10 +20,9 @@
 #define ROWQ_THREADS 256
 #define SWQ_MAX_THREADS 1024
 /* Rows of up to 14336 (H3's F): 4 chunks per thread, <= 448 threads, and
- * registers capped for 3 rows' blocks per SM: 0.788 -> 0.722 ms at
- * S = 30272 on the H200, where 8 chunks x 224 threads at 62 registers fit 4
- * (896 threads), 4 chunks at 47 registers only 2, and 2 chunks x 896 threads
- * at 32 registers 2 (0.75 ms). Wider rows: 8 chunks per thread, up to 1024
+ * registers capped for 3 rows' blocks per SM -- faster than 8 chunks x 224
+ * threads at 62 registers, 4 chunks at 47 registers (2 rows' blocks) or 2
+ * chunks x 896 threads at 32 registers (the journal has the figures). Wider rows: 8 chunks per thread, up to 1024
  * threads (F <= 65536). With silu's IEEE division (before h3d_silu_fast)
  * this cap made ptxas spill 16 + 20 bytes around the division's slow-path
  * call; without it no variant spills (sm_89/90a/120). */

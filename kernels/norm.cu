@@ -44,9 +44,9 @@ __global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376
     /* The row waits for its sum of squares (and with Q8 for its amax) as
      * packed BF16, which every value held is (x, the rounded residual, the
      * rounded output): 4 registers per chunk instead of 8. With the 48-register
-     * cap 6 rows' blocks fit an SM instead of 5 (60 registers): norm1_mod_q8
-     * 0.262 -> 0.249 ms, gate_res1+norm2_mod_q8 0.346 -> 0.330 at S = 30272
-     * on the H200 (docs/perf.md, 2026-12-04 fourth session). */
+     * cap 6 rows' blocks fit an SM instead of 5 (60 registers), which made
+     * norm1_mod_q8 and gate_res1+norm2_mod_q8 about 5% faster (the journal has
+     * the figures). */
     uint4 pk[NORM_CPT];
     float ss = 0.0f;
 #pragma unroll

@@ -24,9 +24,8 @@
  * own CTA and 32 KiB of shared memory (BF16), 3 CTAs and 24 warps per SM
  * where one CTA holding all three (96 KiB) allowed 2 and 16 warps; the grid
  * runs (tensor, head) fastest, so the CTAs in flight read whole qkv rows.
- * 0.922 -> 0.832 ms at S = 30272, H = 56; the same arithmetic per value,
- * and dit_block's output bit-identical to before (docs/perf.md, 2026-12-04
- * fifth session).
+ * faster than one CTA holding all three, with the same arithmetic per value
+ * (dit_block's output bit for bit the same; figures in the journal).
  * Q or K (qk_rows): each warp owns 16 tokens, two at a time (one per 16-lane
  * half, lane c holding dims 8c..8c+7: 16-byte loads), the RMS is a 16-lane
  * shuffle sum and the RoPE partner chunk (c +- 6) comes by shuffle. The
@@ -51,11 +50,10 @@
  * within a lane and 3-6 across lanes by shuffle, the scale) and then rounded
  * to BF16 again; the amax and codes follow as before. 80 registers, no
  * spills (the next batch is then not prefetched: with it, 28 bytes
- * spilled). 0.835 -> 1.045 ms at S = 30272, H = 56 on the H200, about
- * what the ~150 more instructions per token pair and lane cost at one issue
- * per SMSP per clock: an exchange of half the values per stage (half the
- * shuffles, three selects per pair more) measured 1.065 ms, a prefetch
- * with 2 CTAs per SM 1.196, with the 28-byte spill 1.091 (docs/perf.md).
+ * spilled). The rotation costs about what its ~150 more instructions per
+ * token pair and lane cost at one issue per SMSP per clock; an exchange of
+ * half the values per stage, a prefetch with 2 CTAs per SM and the spilling
+ * prefetch all measured slower (docs/perf.md, "Tried, did not pay").
  *
  * V smoothing (vmu != NULL, cpu_ref.h): V is quantised as the FP32
  * difference v - mu[h][d] (amax over the group's valid tokens, padding keys
@@ -70,8 +68,8 @@
 #define QK_THREADS 256
 /* Q, K or V of one (group, head): 128 x 128 BF16 = 32 KiB of shared memory
  * (under the 48 KiB default: no attribute to set). 3 CTAs per SM at 80
- * registers, no spills. A cap of 64 registers (4 CTAs) spills 56 bytes and
- * measured 0.820 against 0.832 ms: 1.4% was not worth the spills. */
+ * registers, no spills. A cap of 64 registers (4 CTAs) spills 56 bytes for
+ * a gain too small to be worth the spills (the journal has the figures). */
 #define QK_TILE_BYTES (128 * 128 * 2)
 #define QK_MIN_BLOCKS 3
 
