@@ -53,7 +53,7 @@ for s in $steps; do
     fi ;;
   tests)
     log tests
-    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 500 >"$OUT/ctest.log" 2>&1
+    ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout ${H3_CTEST_TIMEOUT:-500} ${H3_CTEST_ARGS:-} >"$OUT/ctest.log" 2>&1
     summary+=("tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
     grep -E "Failed|\*\*\*|Not Run" "$OUT/ctest.log" | head -20 ;;
   block)
@@ -107,26 +107,28 @@ for s in $steps; do
       summary+=("case 30272 2 model-like, $v: rc=$?"); cat "$OUT/case_$v.log"
     done ;;
   blocks)
-    log "dit_block on both profiles"
+    # H3_BLOCK_RUNS: PROFILE:S:GEMM items (default: both profiles, 30272 in
+    # both GEMM modes, 4096 and 75600 in BF16); every 30272 output is then
+    # compared with an FP32 PyTorch block of the profiles in H3_F32_PROFILES
+    log "dit_block on the data profiles"
     P=/tmp/h3prof; mkdir -p $P
-    for prof in model uniform; do
-      W=$P/block_$prof.safetensors
+    runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 uniform:30272:bf16 uniform:30272:fp8 model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
+    for item in $runs; do
+      IFS=: read -r prof S gemm <<<"$item"
+      W=$P/block_$prof.safetensors IN=$P/inputs_${prof}_$S.safetensors tag=${prof}_${S}_$gemm
       [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile $prof --seed 1 --out "$W" >/dev/null 2>&1
-      for S in 30272 4096 75600; do
-        IN=$P/inputs_${prof}_$S.safetensors
-        [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile $prof --tokens $S --seed 2 --out "$IN" >/dev/null
-        for gemm in bf16 fp8; do
-          [ $S = 30272 ] || [ $gemm = bf16 ] || continue
-          tag=${prof}_${S}_$gemm
-          timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" --gemm $gemm --quiet --json "$OUT/block_$tag.json" \
-            $([ $S = 30272 ] && echo --output /tmp/ours_$tag.safetensors) >"$OUT/block_$tag.log" 2>&1
-          rc=$?; summary+=("dit_block $tag: rc=$rc $(grep -E '^block total' "$OUT/block_$tag.log" | tr -s ' ')")
-          grep -E "^attention|FAIL|^block total|check" "$OUT/block_$tag.log" | head -8
-        done
-      done
-      timeout 200 python3 tools/bench/torch_block.py --weights "$W" --input $P/inputs_${prof}_30272.safetensors \
-        --dtype fp32 --output /tmp/ref_f32_$prof.safetensors >"$OUT/torch_f32_$prof.log" 2>&1 || tail -5 "$OUT/torch_f32_$prof.log"
+      [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile $prof --tokens $S --seed 2 --out "$IN" >/dev/null
+      timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" --gemm $gemm --quiet --json "$OUT/block_$tag.json" \
+        $([ $S = 30272 ] && echo --output /tmp/ours_$tag.safetensors) >"$OUT/block_$tag.log" 2>&1
+      rc=$?; summary+=("dit_block $tag: rc=$rc $(grep -E '^block total ' "$OUT/block_$tag.log" | tr -s ' ')")
+      grep -E "^attention|FAIL|^block total " "$OUT/block_$tag.log" | head -6
+    done
+    for prof in ${H3_F32_PROFILES:-model uniform}; do
+      timeout 200 python3 tools/bench/torch_block.py --weights $P/block_$prof.safetensors \
+        --input $P/inputs_${prof}_30272.safetensors --dtype fp32 --output /tmp/ref_f32_$prof.safetensors \
+        >"$OUT/torch_f32_$prof.log" 2>&1 || tail -5 "$OUT/torch_f32_$prof.log"
       for gemm in bf16 fp8; do
+        [ -f /tmp/ours_${prof}_30272_$gemm.safetensors ] || continue
         python3 tools/bench/compare_outputs.py /tmp/ours_${prof}_30272_$gemm.safetensors /tmp/ref_f32_$prof.safetensors \
           --input $P/inputs_${prof}_30272.safetensors --json "$OUT/compare_${prof}_$gemm.json" 2>&1 | tail -3
       done
