@@ -51,7 +51,7 @@ checks_ran() {
            "qk_norm_rope_quant " "gate_res1 " "swiglu " "gate_res2 "; do
     grep -qE "^$s" "$log" || bad+=" no '${s// +/ }' check;"
   done
-  [ "$full" = 1 ] && ! grep -qE "^block .* vs cpu (fp8 )?chain" "$log" && bad+=" no end-to-end check;"
+  [ "$full" = 1 ] && ! grep -qE "^block(_fp8)? +vs cpu (fp8 )?chain" "$log" && bad+=" no end-to-end check;"
   grep -q "^checks: not run" "$log" && bad+=" report says checks not run;"
   [ -z "$bad" ] || { echo "$bad"; return 1; }
 }

@@ -42,10 +42,10 @@ for s in $steps; do
     if [ -x "$BUILD/dit_block" ] && "$BUILD/dit_block" --help >/dev/null 2>&1; then
       log "using carried $BUILD"; summary+=("build: carried")
     else
-      if ! pkg-config --exists json-c 2>/dev/null; then
+      if [ -d .debs ]; then # the carried json-c (its static library: the GPU machine may have none)
         mkdir -p /tmp/jsonc && for f in .debs/*.deb; do dpkg -x "$f" /tmp/jsonc; done
         export PKG_CONFIG_PATH=/tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig
-        sed -i "s|^prefix=.*|prefix=/tmp/jsonc/usr|" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
+        sed -i "s|/usr|/tmp/jsonc/usr|g" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
       fi
       BUILD=build-gpu
       if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) >"$OUT/build.log" 2>&1 &&

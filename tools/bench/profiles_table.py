@@ -46,9 +46,11 @@ def main():
                              tflops=r.get("tflops"), err=r.get("err_vs_exact"), status=r["status"]))
     peers = load(os.path.join(a.out_dir, "prof_peers.json"))
     for r in (peers or {}).get("results", []):
+        err = r.get("err_vs_exact")
+        if isinstance(err, dict):  # peers_attention.py: {"rel_rms": ..., "max_abs": ...}
+            err = err.get("rel_rms")
         rows.append(dict(kernel=r.get("impl"), profile=r.get("profile", "?"), S=r.get("S"),
-                         ms=r.get("median_ms"), tflops=r.get("tflops"), err=r.get("err_vs_exact"),
-                         status=r.get("status", "?")))
+                         ms=r.get("median_ms"), tflops=r.get("tflops"), err=err, status=r.get("status", "?")))
     if not rows:
         print("profiles_table: no rows (did bench_attn and peers_attention.py run?)")
         return 1
