@@ -24,6 +24,7 @@
 #include "numerics.h"
 #include "report.h"
 #include "safetensors.h"
+#include "version.h"
 #ifdef H3_HAVE_CUDA
 #include "runner.h"
 #include "stage_checks.h"
@@ -246,17 +247,18 @@ int main(int argc, char **argv)
 
     /* Which path: the GPU when there is a usable one, else the CPU. */
     int use_gpu = 0;
-    char why_cpu[256] = "--cpu given";
+    char why_cpu[512] = "--cpu given";
 #ifdef H3_HAVE_CUDA
     gpu_info gi;
     if (o.path != PATH_CPU) {
-        int have = gpu_probe(&gi);
-        if (have && gi.supported) {
+        gpu_probe(&gi); /* its status picks the message: no driver, an old one, no GPU, no kernel for it */
+        if (gi.status == H3_GPU_OK)
             use_gpu = 1;
-        } else {
-            snprintf(why_cpu, sizeof why_cpu, "%s%s", gi.name,
-                     have ? ": this build has no kernels for it (rebuild with H3_CUDA_ARCHS including it)" : "");
-        }
+        else if (gi.status == H3_GPU_NO_KERNEL)
+            snprintf(why_cpu, sizeof why_cpu, "%s: this build has no kernels for it (built for %s; rebuild with "
+                     "H3_CUDA_ARCHS naming sm_%d%d)", gi.name, h3_cuda_targets, gi.cc_major, gi.cc_minor);
+        else
+            snprintf(why_cpu, sizeof why_cpu, "%s", gi.name);
     }
 #else
     snprintf(why_cpu, sizeof why_cpu, "built without CUDA");
