@@ -11,10 +11,11 @@ are left out. Stages are matched by name (DESIGN.md §2 order); a fused timing r
 Writes a PNG (matplotlib, headless Agg) with one grouped bar per stage and the totals in the
 title; prints the table too.
 """
-import argparse
 import json
 import os
 import sys
+
+from h3cli import Parser
 
 STAGES = ["adaln", "rope_table", "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_quant", "out_gemm",
           "gate_res1", "norm2_mod", "fc1_gemm", "swiglu", "fc2_gemm", "gate_res2"]
@@ -45,7 +46,7 @@ def stage_map(doc):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(description=__doc__.split("\n")[0])
     ap.add_argument("--ours")
     ap.add_argument("--ours-fp8", help="dit_block --gemm fp8 --json output (a third set of bars)")
     ap.add_argument("--torch")
