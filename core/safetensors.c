@@ -702,6 +702,13 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | len8[i]; /* little-endian u64 */
     f->header_len = n;
+    /* A length past both the limit and the file is no header length at all:
+     * a text file's first 8 bytes read as one are ~10^18. Past only one of
+     * them, it may be a real header (a huge one, or a file cut short). */
+    if (n > ST_MAX_HEADER && n > size - 8) {
+        seterr(err, errlen, "%s: not a safetensors file (its first 8 bytes are not a plausible header length)", path);
+        goto out;
+    }
     if (n > ST_MAX_HEADER) {
         seterr(err, errlen, "%s: header length %llu exceeds the %u-byte limit", path, (unsigned long long)n,
                ST_MAX_HEADER);

@@ -82,7 +82,8 @@ st_quoted st_quote(const char *s);
 
 /* Opens and validates path. Rejects with ST_ERR_FILE (one error line naming
  * file and tensor): a path that is not a regular file (a FIFO or device is
- * refused without blocking), short file, header length > 100 MB or past EOF,
+ * refused without blocking), short file, header length > 100 MB or past EOF
+ * (both: "not a safetensors file"),
  * header not starting with '{', invalid or non-strict JSON (UTF-8 checked as
  * the official reader does: no overlongs, surrogates or lone \uD800
  * escapes), duplicate keys, unknown dtype, rank > 8, negative, -0 or

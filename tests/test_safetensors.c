@@ -1,11 +1,13 @@
 /* test_safetensors.c — the loader rejects every malformed fixture with the
  * expected one-line error, reads the valid fixtures exactly, survives
- * truncated and mutated files, and the writer round-trips.
+ * truncated and mutated files, and the writer round-trips; a text file is
+ * "not a safetensors file".
  *
  * Run alone: ctest -R test_safetensors   (or: build/tests/test_safetensors tests/data)
  * Fixtures: tests/data, made by tools/make_bad_safetensors.py. Seed: H3_TEST_SEED. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -579,6 +581,37 @@ static void test_writer(uint64_t seed)
     for (int i = 0; i < NT; i++) free(data[i]);
 }
 
+/* -------------------------------------------------------- header lengths */
+
+static void write_bytes(const char *path, const void *b, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    if (fp) {
+        fwrite(b, 1, n, fp);
+        fclose(fp);
+    }
+}
+
+/* A text file's first 8 bytes make a length past the limit and the file:
+ * "not a safetensors file"; a length past the limit only (a sparse file
+ * larger than it) keeps the limit's own message. */
+static void test_header_length(void)
+{
+    char *p = path_in(g_tmp, "hl.safetensors"), err[512];
+    st_file f;
+    const char text[] = "# h3block\n\nOne MiniMax-H3 video-diffusion DiT block on an NVIDIA GPU.\n";
+    write_bytes(p, text, sizeof text - 1);
+    EXPECT(st_open(p, &f, err, sizeof err) == ST_ERR_FILE &&
+               strstr(err, "not a safetensors file (its first 8 bytes are not a plausible header length)"),
+           "a text file: '%s'", err);
+    const uint8_t len8[8] = {0x01, 0xe1, 0xf5, 0x05}; /* 100000001, little-endian */
+    write_bytes(p, len8, 8);
+    EXPECT(truncate(p, 100000100) == 0, "truncate: %s", strerror(errno));
+    EXPECT(st_open(p, &f, err, sizeof err) == ST_ERR_FILE && strstr(err, "exceeds the 100000000-byte limit"),
+           "a 100000001-byte header in a larger file: '%s'", err);
+    remove(p);
+}
+
 /* ---------------------------------------------------------- st_escape */
 
 static void expect_escape(const char *in, size_t len, int quoted, size_t outlen, const char *want)
@@ -627,6 +660,7 @@ int main(int argc, char **argv)
     test_header_only();
     test_writer(seed);
     test_escape();
+    test_header_length();
     if (count_prefixed("") > 2) EXPECT(0, "scratch dir %s not empty at the end", g_tmp);
     rmdir(g_tmp);
     printf("%d checks, %d failed\n", checks, fails);
