@@ -1,24 +1,32 @@
-/* cli.c — strict parsing of dit_block's flags. Every numeric flag rejects a
- * missing, negative, zero (where meaningless), huge or non-numeric value with
- * one line naming the flag, exit 2. */
+/* cli.c — dit_block's flags, through the tools' shared parser (core/opts.h).
+ * Every numeric flag rejects a missing, negative, zero (where meaningless),
+ * huge or non-numeric value with one line naming the flag, exit 2. */
 #include "cli.h"
 
-#include <errno.h>
-#include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
 #include "config.h"
 #include "inputs.h"
-#include "safetensors.h"
+#include "opts.h"
+#ifdef H3_HAVE_CUDA
+#include "runner.h"
+#endif
 
 static const char *usage_text =
-    "usage: dit_block --weights PATH [options]\n"
+    "usage: dit_block --weights PATH [--block N] [--qkv-layout grouped|stacked]\n"
+    "                 [--input FILE] [--tokens N] [--seed N] [--profile model|uniform]\n"
+    "                 [--output FILE] [--json FILE] [--allow-nonfinite] [--repeat N] [--warmup N]\n"
+    "                 [--check stages|full|none] [--sample N] [--attn auto|mma|sm90]\n"
+    "                 [--smooth-v on|off] [--rotate-qk on|off] [--gemm bf16|fp8|fp8:LIST]\n"
+    "                 [--gemm-accum fp32|fast] [--gpus P] [--sp-one-device]\n"
+    "                 [--cpu] [--cpu-exact] [--gpu] [--quiet] [--help] [--version]\n"
     "\n"
     "Runs one MiniMax-H3 DiT block on the GPU (cuBLASLt GEMMs, FP8 flash attention),\n"
     "prints a per-op timing table and checks every stage against the CPU reference.\n"
+    "A value follows its flag as the next word or after '=' (--tokens 32, --tokens=32).\n"
     "\n"
     "  --weights PATH     block weights: a .safetensors file, an index (*.safetensors.index.json)\n"
     "                     or a directory holding one (or a snapshot root, in its transformer/); our\n"
@@ -76,7 +84,8 @@ static const char *usage_text =
     "  --cpu-exact        with --cpu: exact FP32 attention instead of the FP8 emulation\n"
     "  --gpu              require the GPU path (exit 2 if there is no usable GPU)\n"
     "  --quiet            no progress bars\n"
-    "  --help             this text\n"
+    "  --help, -h         this text\n"
+    "  --version          version, commit, CUDA runtime, cuBLASLt and driver versions, GPU targets built\n"
     "\n"
     "Flags given that do not apply on the path that runs (--check, --sample, --attn on the CPU,\n"
     "--cpu-exact on the GPU) are named in one warning line. A config other than the published\n"
@@ -87,15 +96,18 @@ static const char *usage_text =
     "that is the same file as an input or the other output, or cannot be written, no usable\n"
     "GPU with --gpu). Every error is one line on stderr.\n";
 
-/* One line: values from the command line are printed escaped (st_escape),
- * so a newline or a terminal escape in one cannot break or colour it. */
-static void usage_error(const char *fmt, const char *a, const char *b)
-{
-    char msg[512], line[1024];
-    snprintf(msg, sizeof msg, fmt, a, b);
-    fprintf(stderr, "dit_block: %s (see --help)\n", st_escape(line, sizeof line, msg, strlen(msg), 0));
-    exit(2);
-}
+static const h3_flag flags[] = {
+    {"weights", 1}, {"block", 1},  {"qkv-layout", 1}, {"input", 1},     {"output", 1},          {"json", 1},
+    {"tokens", 1},  {"seed", 1},   {"profile", 1},    {"repeat", 1},    {"warmup", 1},          {"sample", 1},
+    {"check", 1},   {"attn", 1},   {"smooth-v", 1},   {"rotate-qk", 1}, {"gemm", 1},            {"gemm-accum", 1},
+    {"cpu", 0},     {"cpu-exact", 0}, {"gpu", 0},     {"quiet", 0},     {"allow-nonfinite", 0}, {"gpus", 1},
+    {"sp-one-device", 0}, {NULL, 0}};
+enum { F_WEIGHTS, F_BLOCK, F_QKV_LAYOUT, F_INPUT, F_OUTPUT, F_JSON, F_TOKENS, F_SEED, F_PROFILE, F_REPEAT, F_WARMUP,
+       F_SAMPLE, F_CHECK, F_ATTN, F_SMOOTH_V, F_ROTATE_QK, F_GEMM, F_GEMM_ACCUM, F_CPU, F_CPU_EXACT, F_GPU, F_QUIET,
+       F_ALLOW_NONFINITE, F_GPUS, F_SP_ONE_DEVICE };
+
+#define PROG "dit_block"
+#define usage_error(...) h3_cli_fail(PROG, __VA_ARGS__)
 
 /* --gemm: bf16 (mask 0), fp8 (all four) or fp8:LIST, LIST a non-empty
  * comma-separated set of h3_gemm_names without repeats. */
@@ -104,10 +116,8 @@ static int parse_gemm(const char *v)
     if (!strcmp(v, "bf16")) return 0;
     if (!strcmp(v, "fp8")) return H3_FP8_ALL;
     if (strncmp(v, "fp8:", 4))
-        usage_error("--gemm: '%s' is not one of bf16, fp8, fp8:LIST (LIST: qkv, out, fc1, fc2, comma-separated)%s",
-                    v, "");
-    if (!v[4]) usage_error("--gemm: '%s' names no GEMM (LIST: one or more of qkv, out, fc1, fc2, comma-separated)%s",
-                           v, "");
+        usage_error("--gemm: '%s' is not one of bf16, fp8, fp8:LIST (LIST: qkv, out, fc1, fc2, comma-separated)", v);
+    if (!v[4]) usage_error("--gemm: '%s' names no GEMM (LIST: one or more of qkv, out, fc1, fc2, comma-separated)", v);
     int mask = 0;
     for (const char *p = v + 4;; p++) {
         const size_t n = strcspn(p, ",");
@@ -115,7 +125,7 @@ static int parse_gemm(const char *v)
         while (g < H3_GEMMS && !(strlen(h3_gemm_names[g]) == n && !strncmp(p, h3_gemm_names[g], n))) g++;
         char name[40];
         snprintf(name, sizeof name, "%.*s", (int)(n < 32 ? n : 32), p);
-        if (!n) usage_error("--gemm: '%s' has an empty name in its list%s", v, "");
+        if (!n) usage_error("--gemm: '%s' has an empty name in its list", v);
         if (g == H3_GEMMS) usage_error("--gemm: '%s' names '%s', not one of qkv, out, fc1, fc2", v, name);
         if (mask >> g & 1) usage_error("--gemm: '%s' names '%s' twice", v, name);
         mask |= 1 << g;
@@ -125,21 +135,19 @@ static int parse_gemm(const char *v)
     return mask;
 }
 
-/* A positive integer in [lo, hi]; anything else is a usage error. */
-static long long parse_int(const char *flag, const char *v, long long lo, long long hi)
+static void version_extra(FILE *f)
 {
-    if (!v || !*v) usage_error("%s needs a value%s", flag, "");
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end || errno == ERANGE || end == v) usage_error("%s: '%s' is not an integer", flag, v);
-    if (x < lo || x > hi) {
-        char range[96];
-        snprintf(range, sizeof range, "%%s: %%s is out of range %lld..%lld", lo, hi);
-        usage_error(range, flag, v);
-    }
-    return x;
+#ifdef H3_HAVE_CUDA
+    gpu_libs v;
+    gpu_lib_versions(&v);
+    char line[256];
+    gpu_libs_describe(&v, line, sizeof line);
+    fprintf(f, "%s\n", line);
+#else
+    (void)f;
+#endif
 }
+
 
 void parse_cli(int argc, char **argv, cli_options *o)
 {
@@ -153,134 +161,94 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->gemm = "bf16";
     o->block = -1;
     int profile_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKE()                                                            \
-    do {                                                                  \
-        if (!v || (v[0] == '-' && v[1] == '-')) usage_error("%s needs a value%s", a, ""); \
-        i++;                                                              \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            exit(0);
-        } else if (!strcmp(a, "--weights")) {
-            TAKE();
-            o->weights = v;
-        } else if (!strcmp(a, "--block")) {
-            TAKE();
-            o->block = (int)parse_int(a, v, 0, 1000000000);
-        } else if (!strcmp(a, "--qkv-layout")) {
-            TAKE();
-            if (!strcmp(v, "grouped")) o->qkv_layout = H3_QKV_GROUPED;
-            else if (!strcmp(v, "stacked")) o->qkv_layout = H3_QKV_STACKED;
-            else usage_error("--qkv-layout: '%s' is not one of grouped, stacked%s", v, "");
-        } else if (!strcmp(a, "--input")) {
-            TAKE();
-            o->input = v;
-        } else if (!strcmp(a, "--output")) {
-            TAKE();
-            o->output = v;
-        } else if (!strcmp(a, "--json")) {
-            TAKE();
-            o->json = v;
-        } else if (!strcmp(a, "--tokens")) {
-            TAKE();
-            o->tokens = (int)parse_int(a, v, 1, 1 << 22);
-        } else if (!strcmp(a, "--seed")) {
-            TAKE();
-            o->seed = (uint64_t)parse_int(a, v, 0, INT64_MAX);
-        } else if (!strcmp(a, "--profile")) {
-            TAKE();
+    static const char *const on_off[] = {"off", "on", NULL};
+    const h3_cli c = {PROG, usage_text, flags, version_extra};
+    const char *v;
+    for (int f; (f = h3_cli_next(&c, argc, argv, &v)) >= 0;) {
+        char flag[40]; /* "--tokens", for messages */
+        snprintf(flag, sizeof flag, "--%s", flags[f].name);
+        switch (f) {
+        case F_WEIGHTS: o->weights = v; break;
+        case F_BLOCK: o->block = (int)h3_cli_uint(PROG, flag, v, 0, 1000000000); break;
+        case F_QKV_LAYOUT: {
+            static const char *const l[] = {"grouped", "stacked", NULL};
+            o->qkv_layout = h3_cli_choice(PROG, flag, v, l) ? H3_QKV_STACKED : H3_QKV_GROUPED;
+            break;
+        }
+        case F_INPUT: o->input = v; break;
+        case F_OUTPUT: o->output = v; break;
+        case F_JSON: o->json = v; break;
+        case F_TOKENS: o->tokens = (int)h3_cli_uint(PROG, flag, v, 1, 1 << 22); break;
+        case F_SEED: o->seed = h3_cli_uint(PROG, flag, v, 0, INT64_MAX); break;
+        case F_PROFILE: {
             h3_profile p;
-            if (h3_profile_parse(v, &p) != 0) usage_error("--profile: '%s' is not one of model, uniform%s", v, "");
+            if (h3_profile_parse(v, &p) != 0) usage_error("--profile: '%s' is not one of model, uniform", v);
             o->profile = (int)p;
             profile_given = 1;
-        } else if (!strcmp(a, "--repeat")) {
-            TAKE();
-            o->repeat = (int)parse_int(a, v, 1, 100000);
+            break;
+        }
+        case F_REPEAT:
+            o->repeat = (int)h3_cli_uint(PROG, flag, v, 1, 100000);
             o->repeat_given = 1;
-        } else if (!strcmp(a, "--warmup")) {
-            TAKE();
-            o->warmup = (int)parse_int(a, v, 0, 100000);
+            break;
+        case F_WARMUP:
+            o->warmup = (int)h3_cli_uint(PROG, flag, v, 0, 100000);
             o->warmup_given = 1;
-        } else if (!strcmp(a, "--sample")) {
-            TAKE();
-            o->sample = (int)parse_int(a, v, 1, 1 << 22);
+            break;
+        case F_SAMPLE:
+            o->sample = (int)h3_cli_uint(PROG, flag, v, 1, 1 << 22);
             o->sample_given = 1;
-        } else if (!strcmp(a, "--check")) {
-            TAKE();
+            break;
+        case F_CHECK: {
+            static const char *const m[] = {"stages", "full", "none", NULL}; /* check_mode order */
+            o->check = (check_mode)h3_cli_choice(PROG, flag, v, m);
             o->check_given = 1;
-            if (!strcmp(v, "stages")) o->check = CHECK_STAGES;
-            else if (!strcmp(v, "full")) o->check = CHECK_FULL;
-            else if (!strcmp(v, "none")) o->check = CHECK_NONE;
-            else usage_error("--check: '%s' is not one of stages, full, none%s", v, "");
-        } else if (!strcmp(a, "--attn")) {
-            TAKE();
+            break;
+        }
+        case F_ATTN: {
+            static const char *const k[] = {"auto", "mma", "sm90", NULL}; /* attn_choice order */
+            o->attn = (attn_choice)h3_cli_choice(PROG, flag, v, k);
             o->attn_given = 1;
-            if (!strcmp(v, "auto")) o->attn = ATTN_AUTO;
-            else if (!strcmp(v, "mma")) o->attn = ATTN_MMA;
-            else if (!strcmp(v, "sm90")) o->attn = ATTN_SM90;
-            else usage_error("--attn: '%s' is not one of auto, mma, sm90%s", v, "");
-        } else if (!strcmp(a, "--smooth-v")) {
-            TAKE();
-            if (!strcmp(v, "on")) o->smooth_v = 1;
-            else if (!strcmp(v, "off")) o->smooth_v = 0;
-            else usage_error("--smooth-v: '%s' is not one of on, off%s", v, "");
-        } else if (!strcmp(a, "--rotate-qk")) {
-            TAKE();
-            if (!strcmp(v, "on")) o->rotate_qk = 1;
-            else if (!strcmp(v, "off")) o->rotate_qk = 0;
-            else usage_error("--rotate-qk: '%s' is not one of on, off%s", v, "");
-        } else if (!strcmp(a, "--gemm")) {
-            TAKE();
+            break;
+        }
+        case F_SMOOTH_V: o->smooth_v = h3_cli_choice(PROG, flag, v, on_off); break;
+        case F_ROTATE_QK: o->rotate_qk = h3_cli_choice(PROG, flag, v, on_off); break;
+        case F_GEMM:
             o->fp8_mask = parse_gemm(v);
             o->gemm = v;
-        } else if (!strcmp(a, "--gemm-accum")) {
-            TAKE();
-            if (!strcmp(v, "fast")) o->fast_accum = 1;
-            else if (!strcmp(v, "fp32")) o->fast_accum = 0;
-            else usage_error("--gemm-accum: '%s' is not one of fp32, fast%s", v, "");
-        } else if (!strcmp(a, "--cpu")) {
-            o->path = PATH_CPU;
-        } else if (!strcmp(a, "--cpu-exact")) {
-            o->exact_cpu = 1;
-        } else if (!strcmp(a, "--gpu")) {
-            o->path = PATH_GPU;
-        } else if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-        } else if (!strcmp(a, "--allow-nonfinite")) {
-            o->allow_nonfinite = 1;
-        } else if (!strcmp(a, "--gpus")) {
-            TAKE();
-            o->gpus = (int)parse_int(a, v, 1, 8);
-        } else if (!strcmp(a, "--sp-one-device")) {
-            o->sp_one_device = 1;
-        } else {
-            usage_error("unknown flag '%s'%s", a, "");
+            break;
+        case F_GEMM_ACCUM: {
+            static const char *const a[] = {"fp32", "fast", NULL};
+            o->fast_accum = h3_cli_choice(PROG, flag, v, a);
+            break;
         }
-#undef TAKE
+        case F_CPU: o->path = PATH_CPU; break;
+        case F_CPU_EXACT: o->exact_cpu = 1; break;
+        case F_GPU: o->path = PATH_GPU; break;
+        case F_QUIET: o->quiet = 1; break;
+        case F_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
+        case F_GPUS: o->gpus = (int)h3_cli_uint(PROG, flag, v, 1, 8); break;
+        case F_SP_ONE_DEVICE: o->sp_one_device = 1; break;
+        }
     }
-    if (!o->weights) usage_error("--weights PATH is required%s%s", "", "");
+    if (!o->weights) usage_error("--weights PATH is required");
     if (o->input && profile_given)
-        usage_error("--profile: the inputs come from --input (the profile shapes synthetic inputs only)%s%s", "", "");
-    if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)%s%s", "", "");
-    if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2%s%s", "", "");
+        usage_error("--profile: the inputs come from --input (the profile shapes synthetic inputs only)");
+    if (o->input && o->tokens) usage_error("--tokens and --input exclude each other (the input file sets S)");
+    if (o->sp_one_device && o->gpus < 2) usage_error("--sp-one-device needs --gpus P with P >= 2");
     if (o->smooth_v == 1 && o->path == PATH_CPU)
-        usage_error("--smooth-v on: the CPU path does not smooth V (its chain quantises V chunk by chunk)%s%s", "", "");
+        usage_error("--smooth-v on: the CPU path does not smooth V (its chain quantises V chunk by chunk)");
     if (o->rotate_qk && o->path == PATH_CPU)
         usage_error("--rotate-qk on: the CPU path does not rotate Q and K (the GPU runners do; the checker has the CPU's "
-                    "twin)%s%s", "", "");
+                    "twin)");
     if (o->fast_accum && !o->fp8_mask)
-        usage_error("--gemm-accum fast: only FP8 GEMMs have it (add --gemm fp8 or fp8:LIST; --gemm is '%s')%s", o->gemm,
-                    "");
+        usage_error("--gemm-accum fast: only FP8 GEMMs have it (add --gemm fp8 or fp8:LIST; --gemm is '%s')", o->gemm);
     if (o->fast_accum && o->path == PATH_CPU)
-        usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)%s%s", "", "");
+        usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)");
     if (o->gpus > 1 || o->sp_one_device) {
-        if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host%s%s", "", "");
+        if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host");
         if (o->check_given && o->check != CHECK_NONE)
-            usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)%s%s",
-                        "", "");
+            usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)");
         o->check = CHECK_NONE;
     }
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "block.h"
 #include "cli.h"
@@ -24,6 +25,7 @@
 #include "numerics.h"
 #include "report.h"
 #include "safetensors.h"
+#include "version.h"
 #ifdef H3_HAVE_CUDA
 #include "runner.h"
 #include "stage_checks.h"
@@ -186,6 +188,7 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
         snprintf(r->nonfinite_stage, sizeof r->nonfinite_stage, "%s", h3_stage_names[st.first_nonfinite]);
     r->total_ms = h3_median(t + (size_t)H3_STAGE_COUNT * R, R);
     r->repeat = R;
+    r->warmup = W;
     snprintf(r->path, sizeof r->path, "cpu");
     snprintf(r->device, sizeof r->device, "CPU, %d OpenMP threads", omp_get_max_threads());
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", o->exact_cpu ? "cpu exact fp32" : "cpu emulated fp8 (key tile 32)");
@@ -205,9 +208,24 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
 
 #ifdef H3_HAVE_CUDA
 /* A GPU run's timing rows, device and kernels into the report (path "gpu"). */
-static void report_take_run(report *r, const h3_run_result *res, int S, const h3_config *cfg, int repeat)
+static void report_take_run(report *r, const h3_run_result *res, const gpu_info *gi, int S, const h3_config *cfg,
+                            int repeat, int warmup)
 {
     snprintf(r->path, sizeof r->path, "gpu");
+    r->has_gpu = 1;
+    report_gpu *g = &r->gpu;
+    snprintf(g->name, sizeof g->name, "%s", gi->model);
+    g->cc_major = gi->cc_major;
+    g->cc_minor = gi->cc_minor;
+    g->sms = gi->sms;
+    g->sm_clock_mhz = gi->sm_clock_mhz;
+    g->mem_clock_mhz = gi->mem_clock_mhz;
+    g->mem_gb = gi->mem_bytes / 1e9;
+    snprintf(g->driver, sizeof g->driver, "%s", gi->libs.driver);
+    g->driver_cuda = gi->libs.driver_cuda;
+    g->cuda_runtime = gi->libs.runtime;
+    g->cublaslt = (unsigned long)gi->libs.cublaslt;
+    r->warmup = warmup;
     snprintf(r->device, sizeof r->device, "%s", res->device);
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", res->attn_kernel);
     snprintf(r->gemm, sizeof r->gemm, "%s", res->gemm);
@@ -229,10 +247,26 @@ static void report_take_run(report *r, const h3_run_result *res, int S, const h3
 }
 #endif
 
+/* A file the run read, for the report: the path as given, the file read,
+ * its size and header hash; unknown ones stay -1 and "" (null). */
+static void take_file(report_file *rf, const char *given, const char *file)
+{
+    rf->path = given;
+    rf->size = -1;
+    snprintf(rf->file, sizeof rf->file, "%s", file);
+    uint64_t size, hash;
+    char err[512];
+    if (st_fingerprint(file, &size, &hash, err, sizeof err) == 0) {
+        rf->size = (long long)size;
+        snprintf(rf->hash, sizeof rf->hash, "%016llx", (unsigned long long)hash);
+    }
+}
+
 int main(int argc, char **argv)
 {
     cli_options o;
     parse_cli(argc, argv, &o);
+    const time_t started = time(NULL);
     char err[1024];
     /* the outputs, before anything is loaded: nothing is read, run or
      * written for a command that could not write its results */
@@ -246,17 +280,18 @@ int main(int argc, char **argv)
 
     /* Which path: the GPU when there is a usable one, else the CPU. */
     int use_gpu = 0;
-    char why_cpu[256] = "--cpu given";
+    char why_cpu[512] = "--cpu given";
 #ifdef H3_HAVE_CUDA
     gpu_info gi;
     if (o.path != PATH_CPU) {
-        int have = gpu_probe(&gi);
-        if (have && gi.supported) {
+        gpu_probe(&gi); /* its status picks the message: no driver, an old one, no GPU, no kernel for it */
+        if (gi.status == H3_GPU_OK)
             use_gpu = 1;
-        } else {
-            snprintf(why_cpu, sizeof why_cpu, "%s%s", gi.name,
-                     have ? ": this build has no kernels for it (rebuild with H3_CUDA_ARCHS including it)" : "");
-        }
+        else if (gi.status == H3_GPU_NO_KERNEL)
+            snprintf(why_cpu, sizeof why_cpu, "%s: this build has no kernels for it (built for %s; rebuild with "
+                     "H3_CUDA_ARCHS naming sm_%d%d)", gi.name, h3_cuda_targets, gi.cc_major, gi.cc_minor);
+        else
+            snprintf(why_cpu, sizeof why_cpu, "%s", gi.name);
     }
 #else
     snprintf(why_cpu, sizeof why_cpu, "built without CUDA");
@@ -307,6 +342,20 @@ int main(int argc, char **argv)
 
     report r;
     memset(&r, 0, sizeof r);
+    r.tool = "dit_block";
+    r.argc = argc;
+    r.argv = argv;
+    strftime(r.created_utc, sizeof r.created_utc, "%Y-%m-%dT%H:%M:%SZ", gmtime(&started));
+    take_file(&r.weights, o.weights, blk.source);
+    snprintf(r.layout, sizeof r.layout, "%s", blk.layout);
+    if (o.input) {
+        take_file(&r.inputs, o.input, o.input);
+    } else {
+        r.synthetic = 1;
+        r.inputs.size = -1;
+        r.seed = o.seed;
+        snprintf(r.profile, sizeof r.profile, "%s", h3_profile_name((h3_profile)o.profile));
+    }
     snprintf(r.config, sizeof r.config, "hidden %d, heads %d x %d, ffn %d, temb %d, modalities %d", cfg->hidden,
              cfg->heads, cfg->head_dim, cfg->ffn, cfg->temb, cfg->modalities);
     r.h3_config = is_h3(cfg);
@@ -343,7 +392,7 @@ int main(int argc, char **argv)
                             : gpu_run_block(&rp, &gi, &blk, &in, o.check == CHECK_NONE ? NULL : &hook, &res, out,
                                             &user_error, err, sizeof err);
         if (fail) die(user_error ? 2 : 1, err);
-        report_take_run(&r, &res, in.S, cfg, o.repeat);
+        report_take_run(&r, &res, &gi, in.S, cfg, o.repeat, o.warmup);
         if (o.check == CHECK_NONE)
             snprintf(r.checks_not_run, sizeof r.checks_not_run, "%s",
                      sp ? "--gpus: stage checks run on one GPU; compare the output with --gpus 1" : "--check none");

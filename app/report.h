@@ -1,10 +1,12 @@
-/* report.h — the per-op timing table and check results, printed and as JSON.
- * One format for the CPU and GPU paths, stage names from config.h. */
+/* report.h — the per-op timing table and check results, printed and as JSON
+ * (docs/report-format.md: "h3block-report/1", with what produced it). One
+ * format for the CPU and GPU paths, stage names from config.h. */
 #ifndef H3_REPORT_H
 #define H3_REPORT_H
 
 #include <stdio.h>
 
+#define REPORT_FORMAT "h3block-report/1" /* the JSON's "format": a new number for a change a reader must know */
 #define REPORT_MAX_ROWS 24
 #define REPORT_MAX_CHECKS 48
 
@@ -31,12 +33,44 @@ typedef struct {
     char detail[256]; /* first mismatches, when failing */
 } report_check;
 
+/* The GPU that ran the block, from the runtime's probe (report "gpu"). */
 typedef struct {
+    char name[256];                  /* the device's own name */
+    int cc_major, cc_minor, sms;
+    int sm_clock_mhz, mem_clock_mhz; /* peak clocks the device reports; 0 unknown */
+    double mem_gb;
+    char driver[32];                 /* the kernel driver's version, "" unknown */
+    int driver_cuda, cuda_runtime;   /* CUDA versions as the CUDA API gives them: 12080 = 12.8; 0 unknown */
+    unsigned long cublaslt;          /* 130100 = 13.1.0; 0 unknown */
+} report_gpu;
+
+/* A file the run read (report "weights", "inputs"). */
+typedef struct {
+    const char *path;     /* as given; NULL: none (synthetic inputs) */
+    char file[4096];      /* the file read: PATH, or the index or file found in a directory */
+    long long size;       /* bytes of file; -1 unknown */
+    char hash[17];        /* st_fingerprint of file, 16 hex digits; "" unknown */
+} report_file;
+
+typedef struct {
+    /* what produced the report */
+    const char *tool;     /* "dit_block" */
+    int argc;
+    char *const *argv;    /* the command line as given */
+    char created_utc[32]; /* when the run started, ISO 8601 in UTC: "YYYY-MM-DDTHH:MM:SSZ" */
+    report_file weights, inputs;
+    char layout[1024];    /* the weights' layout and QKV order (the summary's layout line) */
+    int synthetic;        /* the inputs were generated (from seed and profile), not read */
+    unsigned long long seed;
+    char profile[16];     /* the synthetic inputs' profile */
+    int has_gpu;          /* the GPU path ran: gpu is filled */
+    report_gpu gpu;
+    /* what ran and what it measured */
     char path[8];         /* "gpu" or "cpu" */
     char device[128];
     char attn_kernel[128];
     char gemm[128];       /* the GEMM precision; with --gemm fp8:LIST, which GEMMs are FP8 and which BF16 */
-    int tokens, heads, hidden, repeat;
+    int tokens, heads, hidden, repeat, warmup;
     report_row rows[REPORT_MAX_ROWS];
     int n_rows;
     double total_ms;      /* median of the whole block, ops launched one by one with events between */

@@ -207,6 +207,7 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     h3_ckpt_describe(&ck, src, sizeof src);
     snprintf(b->layout, sizeof b->layout, "%s; QKV %s%s", src, why,
              ck.diffusers ? "; fc1 [up; gate] (diffusers' SwiGLU) swapped to [gate; up]" : "");
+    snprintf(b->source, sizeof b->source, "%s", ck.index ? ck.index : ck.file ? ck.file : path);
 
     /* 5. The block's extra tensors: warn, count. */
     for (int k = 0; k < ck.n_extra; k++) {

@@ -31,6 +31,7 @@ typedef struct {
     int n_source_tensors;          /* tensors in the source, every block and file */
     h3_qkv_order qkv_order;        /* QKV rows in the source */
     char layout[1024];             /* the source's layout and QKV row order, and why (for the summary) */
+    char source[4096];             /* the file or index read: the path as given, or the one found in a directory */
     char profile[16];              /* gen_weights' synthetic data profile (__metadata__ profile), "" if none */
 } h3_block;
 

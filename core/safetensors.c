@@ -653,6 +653,25 @@ static ssize_t pread_full(int fd, void *buf, size_t n, off_t at)
  * (the format allows odd ones) still gives every dtype aligned data. */
 #define DATA_ALIGN 64
 
+/* path opened for reading if it is a regular file: the descriptor and its
+ * stat, or -1 with err. O_NONBLOCK: opening a FIFO (or a device) must not
+ * wait for a writer; fstat then refuses it. Reads of a regular file ignore
+ * the flag. */
+static int open_regular(const char *path, struct stat *sb, char *err, size_t errlen)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        seterr(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* st_open, or with header_only st_open_header: then only the 8-byte length
  * and the header are read, and the tensors' data pointers stay NULL. */
 static int open_file(const char *path, st_file *f, bool header_only, char *err, size_t errlen)
@@ -669,18 +688,8 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
         seterr(err, errlen, "%s: out of memory", path);
         return ST_ERR_RESOURCE;
     }
-    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
-     * fstat then refuses it. Reads of a regular file ignore the flag. */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        seterr(err, errlen, "%s: not a regular file", path);
-        goto out;
-    }
+    if ((fd = open_regular(path, &sb, err, errlen)) < 0) goto out;
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8) {
         seterr(err, errlen, "%s: file too short (%llu bytes; the header length alone takes 8)", path,
@@ -702,6 +711,13 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | len8[i]; /* little-endian u64 */
     f->header_len = n;
+    /* A length past both the limit and the file is no header length at all:
+     * a text file's first 8 bytes read as one are ~10^18. Past only one of
+     * them, it may be a real header (a huge one, or a file cut short). */
+    if (n > ST_MAX_HEADER && n > size - 8) {
+        seterr(err, errlen, "%s: not a safetensors file (its first 8 bytes are not a plausible header length)", path);
+        goto out;
+    }
     if (n > ST_MAX_HEADER) {
         seterr(err, errlen, "%s: header length %llu exceeds the %u-byte limit", path, (unsigned long long)n,
                ST_MAX_HEADER);
@@ -810,6 +826,57 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen)
 int st_open_header(const char *path, st_file *f, char *err, size_t errlen)
 {
     return open_file(path, f, true, err, errlen);
+}
+
+uint64_t st_fnv1a64(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int st_fingerprint(const char *path, uint64_t *size, uint64_t *hash, char *err, size_t errlen)
+{
+    int rc = ST_ERR_FILE;
+    struct stat sb;
+    const int fd = open_regular(path, &sb, err, errlen);
+    if (fd < 0) return rc;
+    *size = (uint64_t)sb.st_size;
+    const size_t pl = strlen(path);
+    uint64_t n = *size; /* an index (.json): all of it */
+    if (pl < 5 || strcmp(path + pl - 5, ".json")) {
+        uint8_t len8[8];
+        if (pread_full(fd, len8, 8, 0) != 8) {
+            seterr(err, errlen, "%s: file too short for a header length", path);
+            goto out;
+        }
+        n = 0;
+        for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
+        if (n > ST_MAX_HEADER || n > *size - 8) {
+            seterr(err, errlen, "%s: not a safetensors header", path);
+            goto out;
+        }
+        n += 8;
+    } else if (n > ST_MAX_HEADER) {
+        seterr(err, errlen, "%s: index larger than %u bytes", path, ST_MAX_HEADER);
+        goto out;
+    }
+    uint8_t buf[1 << 16];
+    uint64_t h = ST_FNV1A64_BASIS;
+    for (uint64_t at = 0; at < n;) {
+        const size_t k = n - at < sizeof buf ? (size_t)(n - at) : sizeof buf;
+        if (pread_full(fd, buf, k, (off_t)at) != (ssize_t)k) {
+            seterr(err, errlen, "%s: file changed while reading", path);
+            goto out;
+        }
+        h = st_fnv1a64(h, buf, k);
+        at += k;
+    }
+    *hash = h;
+    rc = 0;
+out:
+    close(fd);
+    return rc;
 }
 
 int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *dst, char *err, size_t errlen)

@@ -82,7 +82,8 @@ st_quoted st_quote(const char *s);
 
 /* Opens and validates path. Rejects with ST_ERR_FILE (one error line naming
  * file and tensor): a path that is not a regular file (a FIFO or device is
- * refused without blocking), short file, header length > 100 MB or past EOF,
+ * refused without blocking), short file, header length > 100 MB or past EOF
+ * (both: "not a safetensors file"),
  * header not starting with '{', invalid or non-strict JSON (UTF-8 checked as
  * the official reader does: no overlongs, surrogates or lone \uD800
  * escapes), duplicate keys, unknown dtype, rank > 8, negative, -0 or
@@ -96,6 +97,17 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen);
  * its bytes come from st_read (a checkpoint shard or a single-file model is
  * tens of GB, of which one block is wanted). */
 int st_open_header(const char *path, st_file *f, char *err, size_t errlen);
+/* FNV-1a 64 of p[0..n) continued from h (start from ST_FNV1A64_BASIS): the
+ * offset basis and prime of the FNV specification. Tells contents apart;
+ * nothing adversarial. */
+#define ST_FNV1A64_BASIS 0xcbf29ce484222325ull
+uint64_t st_fnv1a64(uint64_t h, const void *p, size_t n);
+/* The size of path and a hash of its header, to name the file in a report:
+ * FNV-1a 64 over a .safetensors file's first 8 + N bytes (the header length
+ * and the JSON header: names, dtypes, shapes, offsets, __metadata__), or over
+ * all of an index (a path ending in .json). Reads no tensor data. 0, or
+ * ST_ERR_FILE with err. */
+int st_fingerprint(const char *path, uint64_t *size, uint64_t *hash, char *err, size_t errlen);
 /* Reads n bytes from byte off of tensor t's data into dst, from f's file
  * (which must still have the size its header was read at). */
 int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *dst, char *err, size_t errlen);

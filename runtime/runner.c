@@ -26,6 +26,7 @@
  * modes are masks 0 and H3_FP8_ALL with their kernels unchanged. */
 #include "runner_internal.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +38,73 @@
 #include "kernels.h"
 #include "numerics.h"
 
+/* The kernel driver's version from /proc/driver/nvidia/version: its first
+ * word of the form N.N[.N] ("NVRM version: NVIDIA UNIX x86_64 Kernel Module
+ * 570.86.15 ..."; the open module's line has "for x86_64" before it). */
+static void driver_version(char *buf, size_t len)
+{
+    buf[0] = 0;
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (!f) return;
+    char line[512];
+    if (fgets(line, sizeof line, f))
+        for (char *w = strtok(line, " \t\n"); w; w = strtok(NULL, " \t\n"))
+            if (w[0] >= '0' && w[0] <= '9' && strchr(w, '.') && strspn(w, "0123456789.") == strlen(w)) {
+                snprintf(buf, len, "%s", w);
+                break;
+            }
+    fclose(f);
+}
+
+void gpu_lib_versions(gpu_libs *v)
+{
+    memset(v, 0, sizeof *v);
+    if (cudaRuntimeGetVersion(&v->runtime) != cudaSuccess) v->runtime = 0;
+    if (cudaDriverGetVersion(&v->driver_cuda) != cudaSuccess) v->driver_cuda = 0; /* 0 also: no driver */
+    v->cublaslt = cublasLtGetVersion();
+    driver_version(v->driver, sizeof v->driver);
+}
+
+void gpu_libs_describe(const gpu_libs *v, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "CUDA runtime %d.%d, cuBLASLt %zu.%zu.%zu, ", v->runtime / 1000, v->runtime % 1000 / 10,
+                     v->cublaslt / 10000, v->cublaslt / 100 % 100, v->cublaslt % 100);
+    if (n < 0 || (size_t)n >= len) return;
+    if (v->driver_cuda)
+        snprintf(buf + n, len - (size_t)n, "NVIDIA driver %s (CUDA %d.%d)",
+                 v->driver[0] ? v->driver : "(version unknown)", v->driver_cuda / 1000, v->driver_cuda % 1000 / 10);
+    else
+        snprintf(buf + n, len - (size_t)n, "no NVIDIA driver");
+}
+
 int gpu_probe(gpu_info *g)
 {
     memset(g, 0, sizeof *g);
+    gpu_lib_versions(&g->libs);
+    const gpu_libs *l = &g->libs;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        snprintf(g->name, sizeof g->name, "no CUDA GPU (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        /* each cause its own message: a machine without a driver is not told to update it */
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        if (!l->driver_cuda) {
+            g->status = H3_GPU_NO_DRIVER;
+            snprintf(g->name, sizeof g->name, "no NVIDIA driver on this machine (libcuda.so.1 not found)");
+        } else if (e == cudaErrorInsufficientDriver) {
+            g->status = H3_GPU_OLD_DRIVER;
+            snprintf(g->name, sizeof g->name,
+                     "the NVIDIA driver %s supports CUDA %d.%d, older than this build's CUDA %d.%d (update the driver)",
+                     l->driver[0] ? l->driver : "here", l->driver_cuda / 1000, l->driver_cuda % 1000 / 10,
+                     l->runtime / 1000, l->runtime % 1000 / 10);
+        } else if (e == cudaErrorNoDevice || n == 0) {
+            g->status = H3_GPU_NONE;
+            snprintf(g->name, sizeof g->name, "the NVIDIA driver %s finds no CUDA GPU%s%.40s%s",
+                     l->driver[0] ? l->driver : "here",
+                     vis ? " (CUDA_VISIBLE_DEVICES='" : "", vis ? vis : "", vis ? "')" : "");
+        } else {
+            g->status = H3_GPU_ERROR;
+            snprintf(g->name, sizeof g->name, "no usable CUDA GPU (%s)", cudaGetErrorString(e));
+        }
         (void)cudaGetLastError();
         return 0;
     }
@@ -51,11 +112,17 @@ int gpu_probe(gpu_info *g)
     CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
     snprintf(g->name, sizeof g->name, "%.80s (sm_%d%d, %d SMs, %.0f GB)", p.name, p.major, p.minor,
              p.multiProcessorCount, p.totalGlobalMem / 1e9);
+    snprintf(g->model, sizeof g->model, "%s", p.name);
     g->cc_major = p.major;
     g->cc_minor = p.minor;
     g->sms = p.multiProcessorCount;
     g->mem_bytes = p.totalGlobalMem;
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) == cudaSuccess) g->sm_clock_mhz = khz / 1000;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0) == cudaSuccess) g->mem_clock_mhz = khz / 1000;
+    (void)cudaGetLastError();
     g->supported = h3k_device_supported();
+    g->status = g->supported ? H3_GPU_OK : H3_GPU_NO_KERNEL;
     return 1;
 }
 
@@ -518,7 +585,7 @@ int gpu_run_block(const h3_run_params *o, const gpu_info *gi, const h3_block *bl
     h3_rope_omega(c, br.omega);
 
     memset(r, 0, sizeof *r);
-    snprintf(r->device, sizeof r->device, "%s", gi->name);
+    snprintf(r->device, sizeof r->device, "%.120s", gi->name); /* a found GPU's name is short */
     char kernel[16] = "";
     if (br.use_sm90) { /* the name's first word: which of the two Hopper kernels */
         const char *vn = h3k_attn_fp8_sm90_variant_name(br.smooth_v);

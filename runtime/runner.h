@@ -13,14 +13,40 @@
 #include "block.h"
 #include "inputs.h"
 
+/* The CUDA libraries this binary runs with; none of it needs a GPU. */
 typedef struct {
-    char name[128];
+    int runtime;     /* cudaRuntimeGetVersion: 13000 = 13.0 */
+    int driver_cuda; /* the newest CUDA the driver supports (cudaDriverGetVersion), 0: no driver */
+    size_t cublaslt; /* cublasLtGetVersion: 130100 = 13.1.0 */
+    char driver[32]; /* the kernel driver's version ("570.86.15", /proc/driver/nvidia/version), "" unknown */
+} gpu_libs;
+void gpu_lib_versions(gpu_libs *v);
+/* One line: "CUDA runtime 13.0, cuBLASLt 13.1.0, NVIDIA driver 570.86.15 (CUDA 12.8)". */
+void gpu_libs_describe(const gpu_libs *v, char *buf, size_t len);
+
+/* Why there is no usable GPU, each with its own message (gpu_info.name). */
+typedef enum {
+    H3_GPU_OK = 0,
+    H3_GPU_NO_DRIVER,  /* no NVIDIA driver on this machine */
+    H3_GPU_OLD_DRIVER, /* the driver is older than the CUDA runtime this build uses */
+    H3_GPU_NONE,       /* a driver, but no GPU it can use */
+    H3_GPU_NO_KERNEL,  /* a GPU this build has no machine code for */
+    H3_GPU_ERROR,      /* another CUDA error at start-up (named in the message) */
+} h3_gpu_status;
+
+typedef struct {
+    char name[256];     /* "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 85 GB)"; without a usable GPU: why not */
+    char model[256];    /* the device's own name, "" without a GPU */
     int cc_major, cc_minor, sms;
+    int sm_clock_mhz, mem_clock_mhz; /* the peak clocks the device reports, 0 unknown */
     size_t mem_bytes;
-    int supported; /* this build has machine code for it */
+    int supported;      /* this build has machine code for it */
+    h3_gpu_status status;
+    gpu_libs libs;
 } gpu_info;
 
-/* 1 when a CUDA GPU is present (fills g), 0 otherwise (g->name says why). */
+/* 1 when a CUDA GPU is present (fills g; g->supported says whether this
+ * build runs on it), 0 otherwise; g->status and g->name say why not. */
 int gpu_probe(gpu_info *g);
 
 /* Device bytes the block needs at S tokens (resident weights, activations,

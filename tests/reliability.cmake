@@ -27,10 +27,16 @@ if(TARGET gen_weights)
   set_property(TEST test_truncated APPEND PROPERTY ENVIRONMENT "H3_TRUNC_WEIGHTS=${H3_REL_TINY}")
 endif()
 
-# dit_block's flags and files (tiny weights made by the script itself).
+# dit_block's flags and files (tiny weights made by the script itself), and
+# every tool's --help, --version, --flag=value and bad flags.
 if(TARGET dit_block AND TARGET gen_weights AND TARGET gen_inputs)
+  set(H3_CLI_TOOLS $<TARGET_FILE:extract_block> $<TARGET_FILE:fp8_error> $<TARGET_FILE:attn_error>)
+  if(TARGET bench_attn)
+    list(APPEND H3_CLI_TOOLS $<TARGET_FILE:bench_attn>)
+  endif()
   add_test(NAME test_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.sh $<TARGET_FILE:dit_block>
-           $<TARGET_FILE:gen_weights> $<TARGET_FILE:gen_inputs> ${CMAKE_CURRENT_BINARY_DIR}/test_cli_work)
+           $<TARGET_FILE:gen_weights> $<TARGET_FILE:gen_inputs> ${CMAKE_CURRENT_BINARY_DIR}/test_cli_work
+           ${H3_CLI_TOOLS})
   set_tests_properties(test_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
 endif()
 
@@ -63,14 +69,9 @@ if(TARGET dit_block AND TARGET gen_weights AND TARGET gen_inputs)
   # Block files edited as the official safetensors library allows or refuses
   # them (its verdicts compared when H3_PYTHON has it), and names from a file
   # printed escaped.
-  find_program(H3_PYTHON3 python3)
-  set(H3_REL_PY ${H3_PYTHON})
-  if(NOT H3_REL_PY)
-    set(H3_REL_PY ${H3_PYTHON3})
-  endif()
-  if(H3_REL_PY)
+  if(H3_STDLIB_PY)
     foreach(m official names)
-      add_test(NAME test_rel_${m} COMMAND ${H3_REL_PY} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_block_files.py ${m}
+      add_test(NAME test_rel_${m} COMMAND ${H3_STDLIB_PY} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_block_files.py ${m}
                $<TARGET_FILE:dit_block> $<TARGET_FILE:gen_weights> ${CMAKE_CURRENT_BINARY_DIR}/rel_work/${m})
       set_tests_properties(test_rel_${m} PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
     endforeach()

@@ -23,14 +23,6 @@ static void hex(const char *s)
     for (; *s; s++) printf("%02x", (unsigned char)*s);
 }
 
-/* FNV-1a 64: enough to compare contents (nothing adversarial here). */
-static unsigned long long fnv1a(const unsigned char *b, unsigned long long n)
-{
-    unsigned long long h = 0xcbf29ce484222325ull;
-    for (unsigned long long i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static int dump(const char *path)
 {
     st_file f;
@@ -46,7 +38,7 @@ static int dump(const char *path)
         printf(" %s ", st_dtype_name(t->dtype));
         if (t->rank == 0) fputs("-", stdout);
         for (int k = 0; k < t->rank; k++) printf(k ? "x%lld" : "%lld", (long long)t->shape[k]);
-        printf(" %016llx\n", fnv1a(t->data, t->end - t->begin));
+        printf(" %016llx\n", (unsigned long long)st_fnv1a64(ST_FNV1A64_BASIS, t->data, (size_t)(t->end - t->begin)));
     }
     for (int i = 0; i < f.n_meta; i++) {
         fputs("M ", stdout);

@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# test_cli.sh — dit_block's bad-usage and bad-file handling: every flag with a
-# missing, negative, zero, huge or non-numeric value, unknown flags, odd files
-# (directory, /dev/null, empty, unreadable, missing) give one stderr line and
-# exit 2; NaN/Inf in the inputs or weights are reported, never a pass;
-# --gemm fp8:LIST selects the CPU chain's FP8 GEMMs (all four = --gemm fp8);
-# --smooth-v on --gpus 2 parses (without a GPU it stops later, not as a usage error);
-# --qkv-layout and --block take their values and check them against the file.
+# test_cli.sh — the command line of every tool, and dit_block's bad-usage and
+# bad-file handling:
+#   every tool (dit_block, the C tools given after WORKDIR, the Python tools
+#   of tools/bench): --help and -h print the usage on stdout and exit 0;
+#   --version prints "NAME (h3block) VERSION", the commit and the build (and
+#   the CUDA libraries for the tools that link them); --flag=value works as
+#   --flag value; a bad flag, an abbreviated one, a value given to a flag
+#   that takes none and a missing value each give one stderr line
+#   "NAME: ... (see --help)" and exit 2;
+#   dit_block: every flag with a missing, negative, zero, huge or
+#   non-numeric value, unknown flags, odd files (directory, /dev/null, empty,
+#   unreadable, missing) give one stderr line and exit 2; NaN/Inf in the
+#   inputs or weights are reported, never a pass; --gemm fp8:LIST selects the
+#   CPU chain's FP8 GEMMs (all four = --gemm fp8); --smooth-v on --gpus 2
+#   parses (without a GPU it stops later, not as a usage error); --qkv-layout
+#   and --block take their values and check them against the file.
 #
-# Run alone: ctest -R test_cli
-#   (or: bash tests/test_cli.sh build/dit_block build/tools/gen_weights build/tools/gen_inputs [WORKDIR])
+# Run alone: ctest -R '^test_cli$'
+#   (or: bash tests/test_cli.sh build/dit_block build/tools/gen_weights build/tools/gen_inputs [WORKDIR
+#        [build/tools/extract_block build/tools/fp8_error build/tools/attn_error build/tools/bench/bench_attn]])
 # Everything runs with --cpu on the tiny config (hidden 256), 32 tokens,
 # except the two --gpus 2 parse checks (a GPU path; without a GPU it stops).
 set -u
 bin=$(realpath "$1") genw=$2 geni=$3
 work=${4:-$(mktemp -d)}
+tools=("$bin" "$(realpath "$genw")" "$(realpath "$geni")")
+for t in "${@:5}"; do tools+=("$(realpath "$t")"); done
+root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$work"
 for b in "$bin" "$genw" "$geni"; do [ -x "$b" ] || { echo "skip: $b not built"; exit 77; }; done
 "$bin" --help >/dev/null 2>&1
@@ -105,10 +118,11 @@ expect2 "--seed 2^63" "${base[@]}" --seed 9223372036854775808
 expect_ok "--seed 0 is legal" "${base[@]}" --tokens 32 --seed 0
 expect_ok "--warmup 0 is legal" "${base[@]}" --tokens 32 --warmup 0
 
-# Lenient forms strtoll accepts: reported, not failed (a design choice of the CLI).
+# Lenient forms: reported, not failed (a design choice of the CLI: core/opts.c
+# reads a leading '+' as a sign and refuses blanks).
 for v in " 8" "+8"; do
     run "${base[@]}" --tokens "$v"
-    if [ $? -ne 2 ]; then echo "  note: --tokens '$v' is accepted (strtoll skips leading blanks / takes a '+')"; notes=$((notes + 1)); fi
+    if [ $? -ne 2 ]; then echo "  note: --tokens '$v' is accepted (a leading '+' or blank)"; notes=$((notes + 1)); fi
 done
 
 echo "== enumerated flags"
@@ -192,7 +206,11 @@ expect2 "no --weights" --cpu --tokens 32
 expect2 "unknown --bogus" "${base[@]}" --bogus
 expect2 "unknown -x" "${base[@]}" -x
 expect2 "positional argument" "${base[@]}" stray
-expect2 "--tokens=32 form" "${base[@]}" --tokens=32
+expect_ok "--tokens=32 is --tokens 32" "${base[@]}" --tokens=32
+expect_ok "--weights=FILE --json=FILE" --cpu --quiet --weights="$W" --tokens=8 --json="$work/eq.json"
+expect2 "--cpu=1 (a flag without a value)" "${base[@]}" --cpu=1
+expect2 "--tok 32 (abbreviated)" "${base[@]}" --tok 32
+expect2 "--tokens= (empty after =)" "${base[@]}" --tokens=
 expect2 "empty argument" "${base[@]}" ""
 expect2 "--tokens with --input" "${base[@]}" --input "$I" --tokens 32
 
@@ -323,6 +341,94 @@ elif grep -qiE "$nf" "$err"; then
 else
     echo "FAIL [x at the BF16 maximum]: exit $rc without naming the non-finite value:"; tail -n 3 "$err" | sed 's/^/    /'
     fails=$((fails + 1))
+fi
+
+echo "== every tool: --help, --version, --flag=value, bad flags"
+version=$(head -n 1 "$root/VERSION")
+# tool_case DESC WANT_RC CHECK TOOL ARGS...: TOOL ARGS exits WANT_RC (parsed:
+# any exit but a usage error's 2 or a crash) and the shell test CHECK holds
+# over $out and $err (the run's stdout and stderr).
+tool_case() {
+    local desc=$1 want=$2 cond=$3; shift 3
+    n=$((n + 1))
+    "$@" >"$out" 2>"$err"; local rc=$? bad=0
+    if [ "$want" = parsed ]; then [ $rc -eq 2 ] || [ $rc -ge 124 ] && bad=1; else [ $rc -ne "$want" ] && bad=1; fi
+    if [ $bad = 1 ] || ! eval "$cond"; then
+        echo "FAIL [$desc] $*: exit $rc (want $want) or not: $cond"
+        sed 's/^/    /' "$err" | head -n 3; head -n 3 "$out" | sed 's/^/    stdout: /'
+        fails=$((fails + 1))
+    else
+        printf '  ok  %-52s %s\n' "[$desc]" "$(head -n 1 "$err" "$out" 2>/dev/null | grep -v '^==>' | grep . | head -n 1)"
+    fi
+}
+one_line() { [ "$(wc -l <"$err")" -eq 1 ] && grep -qx -- "$1" "$err"; }
+# A run of each tool with every value given as --flag=value (a run that
+# succeeds; bench_attn needs a GPU and may only get past its parsing).
+eq_run() {
+    case $1 in
+    dit_block) echo "0|--cpu --quiet --weights=$W --tokens=8 --seed=2" ;;
+    gen_weights) echo "0|--config=tiny --seed=3 --force --out=$work/eq_w.safetensors" ;;
+    gen_inputs) echo "0|--config=tiny --tokens=32 --seed=4 --force --out=$work/eq_i.safetensors" ;;
+    extract_block) echo "0|--checkpoint=$W --block=0 --out=$work/eq_x.safetensors" ;;
+    fp8_error) echo "0|--weights=$W --tokens=8 --seed=2 --profile=uniform" ;;
+    attn_error) echo "0|--seq=64 --heads=1 --seed=2 --mix=normal" ;;
+    bench_attn) echo "parse|--seqs=128 --heads=1 --reps=1 --warmup=0 --kernels=mma --no-selfcheck" ;;
+    esac
+}
+for t in "${tools[@]}"; do
+    name=$(basename "$t")
+    tool_case "$name --help" 0 '[ ! -s "$err" ] && head -n 1 "$out" | grep -q "^usage: $name "' "$t" --help
+    cp "$out" "$work/help.txt"
+    tool_case "$name -h" 0 'cmp -s "$out" "$work/help.txt"' "$t" -h
+    tool_case "$name --version" 0 '[ "$(sed -n 1p "$out")" = "$name (h3block) $version" ] &&
+        sed -n 2p "$out" | grep -q "^commit ." && sed -n 3p "$out" | grep -qE "^built (with CUDA .* for sm_|without CUDA)" &&
+        { ! grep -q "^built with CUDA" "$out" || case $name in dit_block | bench_attn) grep -q "CUDA runtime" "$out" ;; *) true ;; esac; }' \
+        "$t" --version
+    tool_case "$name --bogus" 2 "[ ! -s \"\$out\" ] && one_line \"$name: unknown flag '--bogus' (see --help)\"" "$t" --bogus
+    tool_case "$name --vers (abbreviated)" 2 \
+        "one_line \"$name: unknown flag '--vers' (flags are spelt in full: --version) (see --help)\"" "$t" --vers
+    tool_case "$name --help=1" 2 "one_line \"$name: --help takes no value (see --help)\"" "$t" --help=1
+    tool_case "$name stray" 2 "one_line \"$name: unexpected argument 'stray' (see --help)\"" "$t" stray
+    spec=$(eq_run "$name")
+    [ -n "$spec" ] || { echo "FAIL [$name]: no --flag=value run for it in test_cli.sh"; fails=$((fails + 1)); continue; }
+    IFS='|' read -r want args <<<"$spec"
+    # the last flag with a value, given none: "needs a value"
+    last=$(tr ' ' '\n' <<<"$args" | grep = | tail -n 1); last=${last%%=*}
+    tool_case "$name $last (no value)" 2 "one_line \"$name: $last needs a value (see --help)\"" "$t" "$last"
+    # shellcheck disable=SC2086
+    if [ "$want" = parse ]; then
+        tool_case "$name --flag=value parses" parsed '! grep -q "(see --help)" "$err"' timeout 120 "$t" $args
+    else
+        tool_case "$name --flag=value" 0 true "$t" $args
+    fi
+done
+# the = forms wrote what the spaced forms did
+n=$((n + 1))
+if cmp -s "$work/eq_w.safetensors" "$W" && cmp -s "$work/eq_i.safetensors" "$I"; then
+    printf '  ok  %-52s\n' "[gen_weights, gen_inputs: --flag=value == --flag value]"
+else
+    echo "FAIL [gen_weights, gen_inputs: --flag=value files differ from --flag value ones]"; fails=$((fails + 1))
+fi
+
+# The Python tools (tools/bench, tools/bench/h3cli.py): the same convention
+# through argparse; an =-form flag before a bad one leaves the bad one the
+# only complaint. Standard library only until the flags are read.
+py=$(command -v python3 || true)
+if [ -z "$py" ]; then
+    echo "  skip [Python tools]: no python3"
+else
+    for spec in "torch_block.py|--reps=3" "peers_attention.py|--seqs=128" "peers_gemm.py|--tokens=512" \
+                "compare_outputs.py|a.st b.st --json=r.json" "plot_breakdown.py|--out=x.png" \
+                "summary.py|out steps.tsv" "profiles_table.py|out --json=r.json"; do
+        IFS='|' read -r name args <<<"$spec"
+        t=$root/tools/bench/$name
+        tool_case "$name --help" 0 '[ ! -s "$err" ] && head -n 1 "$out" | grep -q "^usage: $name "' "$py" "$t" --help
+        tool_case "$name --version" 0 '[ "$(sed -n 1p "$out")" = "$name (h3block) $version" ] &&
+            sed -n 2p "$out" | grep -q "^commit ."' "$py" "$t" --version
+        # shellcheck disable=SC2086
+        tool_case "$name $args --bogus" 2 \
+            "one_line \"$name: unrecognized arguments: --bogus (see --help)\"" "$py" "$t" $args --bogus
+    done
 fi
 
 chmod 600 "$work/noread.safetensors" 2>/dev/null

@@ -1,11 +1,13 @@
 /* test_safetensors.c — the loader rejects every malformed fixture with the
  * expected one-line error, reads the valid fixtures exactly, survives
- * truncated and mutated files, and the writer round-trips.
+ * truncated and mutated files, and the writer round-trips; a text file is
+ * "not a safetensors file", and st_fingerprint hashes only the header.
  *
  * Run alone: ctest -R test_safetensors   (or: build/tests/test_safetensors tests/data)
  * Fixtures: tests/data, made by tools/make_bad_safetensors.py. Seed: H3_TEST_SEED. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -579,6 +581,78 @@ static void test_writer(uint64_t seed)
     for (int i = 0; i < NT; i++) free(data[i]);
 }
 
+/* ------------------------------------- header lengths, st_fingerprint */
+
+static void write_bytes(const char *path, const void *b, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    if (fp) {
+        fwrite(b, 1, n, fp);
+        fclose(fp);
+    }
+}
+
+/* FNV-1a 64 as its specification gives it, to check st_fingerprint's. */
+static uint64_t fnv_ref(const uint8_t *p, size_t n)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* A text file's first 8 bytes make a length past the limit and the file:
+ * "not a safetensors file"; a length past the limit only (a sparse file
+ * larger than it) keeps the limit's own message. The fingerprint hashes the
+ * length and the header, never the data, and an index in full. */
+static void test_header_length(void)
+{
+    char *p = path_in(g_tmp, "hl.safetensors"), err[512];
+    st_file f;
+    const char text[] = "# h3block\n\nOne MiniMax-H3 video-diffusion DiT block on an NVIDIA GPU.\n";
+    write_bytes(p, text, sizeof text - 1);
+    EXPECT(st_open(p, &f, err, sizeof err) == ST_ERR_FILE &&
+               strstr(err, "not a safetensors file (its first 8 bytes are not a plausible header length)"),
+           "a text file: '%s'", err);
+    const uint8_t len8[8] = {0x01, 0xe1, 0xf5, 0x05}; /* 100000001, little-endian */
+    write_bytes(p, len8, 8);
+    EXPECT(truncate(p, 100000100) == 0, "truncate: %s", strerror(errno));
+    EXPECT(st_open(p, &f, err, sizeof err) == ST_ERR_FILE && strstr(err, "exceeds the 100000000-byte limit"),
+           "a 100000001-byte header in a larger file: '%s'", err);
+    remove(p);
+
+    char *good = path_in(g_data, "good_small.safetensors");
+    EXPECT(st_open(good, &f, err, sizeof err) == 0, "good_small: %s", err);
+    const size_t hl = 8 + (size_t)f.header_len;
+    uint8_t *copy = malloc(f.map_size);
+    memcpy(copy, f.map, f.map_size);
+    const size_t size = f.map_size;
+    st_close(&f);
+    uint64_t sz = 0, h = 0, h2 = 0;
+    EXPECT(st_fingerprint(good, &sz, &h, err, sizeof err) == 0, "st_fingerprint: %s", err);
+    EXPECT(sz == size && h == fnv_ref(copy, hl), "fingerprint: size %llu (want %zu), hash %016llx (want %016llx)",
+           (unsigned long long)sz, size, (unsigned long long)h, (unsigned long long)fnv_ref(copy, hl));
+    copy[size - 1] ^= 1; /* a data byte: same fingerprint */
+    write_bytes(p, copy, size);
+    EXPECT(st_fingerprint(p, &sz, &h2, err, sizeof err) == 0 && h2 == h, "a data byte changed the fingerprint");
+    copy[hl - 2] ^= 0x20; /* a header byte: another */
+    write_bytes(p, copy, size);
+    EXPECT(st_fingerprint(p, &sz, &h2, err, sizeof err) == 0 && h2 != h, "a header byte left the fingerprint");
+    remove(p);
+    free(copy);
+    char *idx = path_in(g_tmp, "m.safetensors.index.json");
+    const char json[] = "{\"weight_map\": {}}";
+    write_bytes(idx, json, sizeof json - 1);
+    EXPECT(st_fingerprint(idx, &sz, &h, err, sizeof err) == 0 && sz == sizeof json - 1 &&
+               h == fnv_ref((const uint8_t *)json, sizeof json - 1),
+           "index fingerprint: %s", err);
+    remove(idx);
+    EXPECT(st_fingerprint(g_tmp, &sz, &h, err, sizeof err) == ST_ERR_FILE && strstr(err, "not a regular file"),
+           "a directory: '%s'", err);
+}
+
 /* ---------------------------------------------------------- st_escape */
 
 static void expect_escape(const char *in, size_t len, int quoted, size_t outlen, const char *want)
@@ -627,6 +701,7 @@ int main(int argc, char **argv)
     test_header_only();
     test_writer(seed);
     test_escape();
+    test_header_length();
     if (count_prefixed("") > 2) EXPECT(0, "scratch dir %s not empty at the end", g_tmp);
     rmdir(g_tmp);
     printf("%d checks, %d failed\n", checks, fails);

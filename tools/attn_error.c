@@ -37,8 +37,8 @@
  * (the same signs, the transform in float64 and not rounded).
  * Deterministic for a seed on any thread count. Cost ~S²·H·D·10 flops per
  * mix: S = 8192, H = 8 takes minutes on 2 cores. */
-#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +47,7 @@
 #include "cpu_internal.h"
 #include "cpu_ref.h"
 #include "numerics.h"
+#include "opts.h"
 #include "rng.h"
 
 #define D 128
@@ -79,24 +80,17 @@ static const row_def ROWS[] = {
 };
 #define NROWS ((int)(sizeof ROWS / sizeof ROWS[0]))
 
-static int usage(const char *why)
-{
-    fprintf(stderr,
-            "attn_error: %s\nusage: attn_error [--seq S (1..65536, default 4096)] [--heads H (1..64, default 8)] "
-            "[--seed N] [--mix normal|stress|both]\n",
-            why);
-    return 2;
-}
+#define PROG "attn_error"
 
-static int parse_long(const char *v, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    const long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) return 0;
-    *out = x;
-    return 1;
-}
+static const char usage_text[] =
+    "usage: attn_error [--seq S] [--heads H] [--seed N] [--mix normal|stress|both] [--help] [--version]\n"
+    "  the FP8 attention contract's error against float64, operand by operand (Q K, V, P), and what\n"
+    "  Q/K rotation, per-token scales, a two-term P or a BF16 QK^T would buy, on the CPU\n"
+    "  --seq S    tokens, 1..65536 (default 4096)\n"
+    "  --heads H  heads, 1..64 (default 8)\n"
+    "  --seed N   seed of q, k, v (default 1)\n"
+    "  --mix M    normal: N(0,1); stress: FA3's N(0,1) + N(0,100) Bernoulli(0.001); both (default)\n"
+    "  A value follows its flag as the next word or after '=' (--seq 512, --seq=512).\n";
 
 /* q, k, v [S][H*D] bf16 of one mix; streams 0-2 the values, 3-5 the outlier
  * draws, 6-8 the outliers' values. */
@@ -311,28 +305,22 @@ int main(int argc, char **argv)
     long S = 4096, H = 8;
     unsigned long long seed = 1;
     int mix0 = 0, mix1 = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--seq") && v) {
-            if (!parse_long(v, 1, 65536, &S)) return usage("--seq needs 1..65536");
-            i++;
-        } else if (!strcmp(argv[i], "--heads") && v) {
-            if (!parse_long(v, 1, 64, &H)) return usage("--heads needs 1..64");
-            i++;
-        } else if (!strcmp(argv[i], "--seed") && v) {
-            char *end = NULL;
-            errno = 0;
-            seed = strtoull(v, &end, 10);
-            if (errno || *end || end == v || v[0] == '-') return usage("--seed needs a non-negative integer");
-            i++;
-        } else if (!strcmp(argv[i], "--mix") && v) {
-            if (!strcmp(v, "normal")) mix0 = mix1 = 0;
-            else if (!strcmp(v, "stress")) mix0 = mix1 = 1;
-            else if (!strcmp(v, "both")) mix0 = 0, mix1 = 1;
-            else return usage("--mix needs normal, stress or both");
-            i++;
-        } else {
-            return usage(v || !strncmp(argv[i], "--", 2) ? "unknown or incomplete flag" : "unexpected argument");
+    static const h3_flag flags[] = {{"seq", 1}, {"heads", 1}, {"seed", 1}, {"mix", 1}, {NULL, 0}};
+    enum { F_SEQ, F_HEADS, F_SEED, F_MIX };
+    static const char *const mixes[] = {"normal", "stress", "both", NULL};
+    const h3_cli cli = {PROG, usage_text, flags, NULL};
+    const char *a;
+    for (int f; (f = h3_cli_next(&cli, argc, argv, &a)) >= 0;) {
+        switch (f) {
+        case F_SEQ: S = (long)h3_cli_uint(PROG, "--seq", a, 1, 65536); break;
+        case F_HEADS: H = (long)h3_cli_uint(PROG, "--heads", a, 1, 64); break;
+        case F_SEED: seed = h3_cli_uint(PROG, "--seed", a, 0, UINT64_MAX); break;
+        case F_MIX: { /* mix0..mix1: 0 N(0,1), 1 the stress mix */
+            const int m = h3_cli_choice(PROG, "--mix", a, mixes);
+            mix0 = m == 1;
+            mix1 = m != 0;
+            break;
+        }
         }
     }
     const int S_pad = h3_pad_tokens((int)S), G = h3_groups((int)S);

@@ -20,68 +20,44 @@
 #include <string.h>
 
 #include "block.h"
+#include "opts.h"
 #include "safetensors.h"
 
-static void usage(FILE *o)
-{
-    fprintf(o, "usage: extract_block --checkpoint PATH [--block N] [--qkv-layout grouped|stacked] --out FILE\n"
-               "  PATH: a .safetensors file, an index (*.safetensors.index.json) or a directory holding one\n"
-               "  (or a snapshot root, in its transformer/); writes block N in our layout (grouped QKV)\n");
-}
+#define PROG "extract_block"
 
-static void warn_cb(const char *msg) { fprintf(stderr, "extract_block: warning: %s\n", msg); }
+static const char usage_text[] =
+    "usage: extract_block --checkpoint PATH [--block N] [--qkv-layout grouped|stacked] --out FILE\n"
+    "                     [--help] [--version]\n"
+    "  PATH: a .safetensors file, an index (*.safetensors.index.json) or a directory holding one\n"
+    "  (or a snapshot root, in its transformer/), in any published layout; writes block N in our\n"
+    "  layout (grouped QKV, blocks.N. names, __metadata__ saying so) to FILE.\n"
+    "  --block N: the block to take where PATH holds several (default: its only one)\n"
+    "  --qkv-layout: the QKV row order of a source that does not state it (see dit_block --help)\n"
+    "  A value follows its flag as the next word or after '=' (--block 7, --block=7).\n"
+    "Exit: 0 written; 1 an error in the checkpoint or writing FILE; 2 a usage error.\n";
+
+static void warn_cb(const char *msg) { fprintf(stderr, PROG ": warning: %s\n", msg); }
 
 int main(int argc, char **argv)
 {
-    const char *path = NULL, *out = NULL, *block_s = NULL, *qkv_s = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        const char **dst = !strcmp(a, "--checkpoint") ? &path
-                           : !strcmp(a, "--block")    ? &block_s
-                           : !strcmp(a, "--out")      ? &out
-                           : !strcmp(a, "--qkv-layout") ? &qkv_s
-                                                        : NULL;
-        if (!dst) {
-            fprintf(stderr, "extract_block: unknown flag '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "extract_block: %s needs a value\n", a);
-            usage(stderr);
-            return 2;
-        }
-        *dst = argv[++i];
-    }
-    if (!path || !out) {
-        fprintf(stderr, "extract_block: --checkpoint and --out are required\n");
-        usage(stderr);
-        return 2;
-    }
+    const char *path = NULL, *out = NULL;
     h3_load_options lo = {.block = -1, .qkv = H3_QKV_UNSTATED};
-    if (block_s) {
-        const char *p = block_s;
-        int nd = 0;
-        long block = 0;
-        while (*p >= '0' && *p <= '9' && nd < 9) block = block * 10 + (*p++ - '0'), nd++;
-        if (!nd || *p) {
-            fprintf(stderr, "extract_block: --block needs a non-negative integer, not '%s'\n", block_s);
-            return 2;
-        }
-        lo.block = (int)block;
-    }
-    if (qkv_s) {
-        if (!strcmp(qkv_s, "grouped")) lo.qkv = H3_QKV_GROUPED;
-        else if (!strcmp(qkv_s, "stacked")) lo.qkv = H3_QKV_STACKED;
-        else {
-            fprintf(stderr, "extract_block: --qkv-layout must be grouped or stacked, not '%s'\n", qkv_s);
-            return 2;
+    static const h3_flag flags[] = {{"checkpoint", 1}, {"block", 1}, {"qkv-layout", 1}, {"out", 1}, {NULL, 0}};
+    enum { F_CHECKPOINT, F_BLOCK, F_QKV_LAYOUT, F_OUT };
+    static const char *const orders[] = {"grouped", "stacked", NULL};
+    const h3_cli cli = {PROG, usage_text, flags, NULL};
+    const char *v;
+    for (int f; (f = h3_cli_next(&cli, argc, argv, &v)) >= 0;) {
+        switch (f) {
+        case F_CHECKPOINT: path = v; break;
+        case F_BLOCK: lo.block = (int)h3_cli_uint(PROG, "--block", v, 0, 999999999); break;
+        case F_QKV_LAYOUT:
+            lo.qkv = h3_cli_choice(PROG, "--qkv-layout", v, orders) ? H3_QKV_STACKED : H3_QKV_GROUPED;
+            break;
+        case F_OUT: out = v; break;
         }
     }
+    if (!path || !out) h3_cli_fail(PROG, "--checkpoint and --out are required");
 
     h3_block b;
     char err[1024];

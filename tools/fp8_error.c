@@ -1,6 +1,6 @@
 /* fp8_error.c — where the FP8 GEMM mode's error comes from, on the CPU.
  *
- *   fp8_error --weights FILE [--tokens N] [--seed N]
+ *   fp8_error --weights FILE [--tokens N] [--seed N] [--profile model|uniform]
  *
  * Runs the CPU reference chain (emulated FP8 attention, key tile 32) with
  * BF16 GEMMs, then with each GEMM alone in the FP8 GEMM mode's numerics
@@ -9,8 +9,8 @@
  * the BF16 chain. Deterministic (synthetic inputs from --seed, the inputs of
  * dit_block --tokens N --seed N). Costs 6 CPU block runs: a few hundred
  * tokens of the full block take seconds to minutes. */
-#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +19,19 @@
 #include "cpu_ref.h"
 #include "inputs.h"
 #include "numerics.h"
+#include "opts.h"
 
-static int usage(const char *why)
-{
-    fprintf(stderr, "fp8_error: %s\nusage: fp8_error --weights FILE [--tokens N (1..65536, default 256)] [--seed N] [--profile model|uniform]\n", why);
-    return 2;
-}
+#define PROG "fp8_error"
+
+static const char usage_text[] =
+    "usage: fp8_error --weights FILE [--tokens N] [--seed N] [--profile model|uniform] [--help] [--version]\n"
+    "  the FP8 GEMM mode's error, GEMM by GEMM, on the CPU: the block's output with each GEMM\n"
+    "  alone in FP8, then all four, against the BF16-GEMM chain (relative RMS)\n"
+    "  --weights FILE   a block as dit_block --weights takes it\n"
+    "  --tokens N       synthetic tokens, 1..65536 (default 256)\n"
+    "  --seed N         seed of the synthetic inputs (default 1, as dit_block's)\n"
+    "  --profile P      model (default) or uniform: the synthetic inputs' statistics\n"
+    "  A value follows its flag as the next word or after '=' (--tokens 64, --tokens=64).\n";
 
 static double rel_rms(const uint16_t *a, const uint16_t *b, size_t n)
 {
@@ -43,28 +50,21 @@ int main(int argc, char **argv)
     long tokens = 256;
     unsigned long long seed = 1;
     h3_profile profile = H3_PROFILE_MODEL;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(argv[i], "--weights") && v) {
-            weights = argv[++i];
-        } else if (!strcmp(argv[i], "--tokens") && v) {
-            errno = 0;
-            tokens = strtol(v, &end, 10);
-            if (errno || *end || end == v || tokens < 1 || tokens > 65536) return usage("--tokens needs 1..65536");
-            i++;
-        } else if (!strcmp(argv[i], "--profile") && v) {
-            if (h3_profile_parse(argv[++i], &profile)) return usage("--profile needs model or uniform");
-        } else if (!strcmp(argv[i], "--seed") && v) {
-            errno = 0;
-            seed = strtoull(v, &end, 10);
-            if (errno || *end || end == v || v[0] == '-') return usage("--seed needs a non-negative integer");
-            i++;
-        } else {
-            return usage(!strcmp(argv[i], "--help") ? "the FP8 GEMM error, GEMM by GEMM" : "unknown flag or missing value");
+    static const h3_flag flags[] = {{"weights", 1}, {"tokens", 1}, {"seed", 1}, {"profile", 1}, {NULL, 0}};
+    enum { F_WEIGHTS, F_TOKENS, F_SEED, F_PROFILE };
+    const h3_cli cli = {PROG, usage_text, flags, NULL};
+    const char *v;
+    for (int f; (f = h3_cli_next(&cli, argc, argv, &v)) >= 0;) {
+        switch (f) {
+        case F_WEIGHTS: weights = v; break;
+        case F_TOKENS: tokens = (long)h3_cli_uint(PROG, "--tokens", v, 1, 65536); break;
+        case F_SEED: seed = h3_cli_uint(PROG, "--seed", v, 0, UINT64_MAX); break;
+        case F_PROFILE:
+            if (h3_profile_parse(v, &profile)) h3_cli_fail(PROG, "--profile: '%s' is not one of model, uniform", v);
+            break;
         }
     }
-    if (!weights) return usage("--weights FILE is required");
+    if (!weights) h3_cli_fail(PROG, "--weights FILE is required");
     char err[1024];
     h3_block blk;
     if (h3_block_load(weights, &blk, NULL, err, sizeof err)) {

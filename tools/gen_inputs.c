@@ -1,4 +1,4 @@
-/* gen_inputs — the default H3 block inputs (src/inputs.c has the layout).
+/* gen_inputs — the default H3 block inputs (core/inputs.c has the layout).
  *
  *   gen_inputs [--config full|tiny] [--tokens N] [--seed N] [--profile model|uniform] [--out FILE] [--force]
  *
@@ -6,7 +6,7 @@
  * (default weights/inputs.safetensors, S = 30272, seed 0, profile model: see
  * h3_inputs_default). An existing FILE is kept (exit 2) unless --force. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,40 +14,22 @@
 
 #include "config.h"
 #include "inputs.h"
+#include "opts.h"
 #include "out_guard.h"
 
+#define PROG "gen_inputs"
 #define DEFAULT_OUT "weights/inputs.safetensors"
 
-static void usage(FILE *o)
-{
-    fprintf(o, "usage: gen_inputs [--config full|tiny] [--tokens N] [--seed N] [--profile model|uniform] [--out FILE]\n"
-               "                  [--force]\n"
-               "  writes the default packed inputs (default %s, %d tokens, seed 0, profile model:\n"
-               "  massive-activation channels and channel means in x; uniform: x ~ N(0,1)); an existing\n"
-               "  file is kept unless --force\n",
-            DEFAULT_OUT, H3_DEFAULT_TOKENS);
-}
-
-static int bad(const char *fmt, const char *a)
-{
-    fprintf(stderr, "gen_inputs: ");
-    fprintf(stderr, fmt, a);
-    fprintf(stderr, "\n");
-    usage(stderr);
-    return 2;
-}
-
-static int parse_u64(const char *s, unsigned long long max, unsigned long long *v)
-{
-    if (!s || !*s) return -1;
-    for (const char *p = s; *p; p++)
-        if (*p < '0' || *p > '9') return -1;
-    errno = 0;
-    unsigned long long x = strtoull(s, NULL, 10);
-    if (errno || x > max) return -1;
-    *v = x;
-    return 0;
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static const char usage_text[] =
+    "usage: gen_inputs [--config full|tiny] [--tokens N] [--seed N] [--profile model|uniform] [--out FILE]\n"
+    "                  [--force] [--help] [--version]\n"
+    "  writes the default packed inputs (default " DEFAULT_OUT ", " STR(H3_DEFAULT_TOKENS) " tokens, seed 0, profile\n"
+    "  model: massive-activation channels and channel means in x; uniform: x ~ N(0,1)); an existing\n"
+    "  file is kept unless --force. dit_block's own synthetic inputs default to seed 1: gen_inputs\n"
+    "  --seed 1 --tokens N writes the inputs dit_block --tokens N runs on.\n"
+    "  A value follows its flag as the next word or after '=' (--tokens 32, --tokens=32).\n";
 
 int main(int argc, char **argv)
 {
@@ -55,34 +37,25 @@ int main(int argc, char **argv)
     unsigned long long seed = 0, tokens = H3_DEFAULT_TOKENS;
     h3_profile profile = H3_PROFILE_MODEL;
     int force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--force")) {
-            force = 1;
-            continue;
-        }
-        if (strcmp(a, "--config") && strcmp(a, "--tokens") && strcmp(a, "--seed") && strcmp(a, "--out") &&
-            strcmp(a, "--profile"))
-            return bad("unknown flag '%s'", a);
-        if (i + 1 >= argc) return bad("%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--config")) {
-            if (strcmp(v, "full") && strcmp(v, "tiny")) return bad("--config must be full or tiny, not '%s'", v);
-            config = v;
-        } else if (!strcmp(a, "--tokens")) {
-            if (parse_u64(v, 1u << 24, &tokens) || tokens < 1)
-                return bad("--tokens needs an integer 1..16777216, not '%s'", v);
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_u64(v, UINT64_MAX, &seed)) return bad("--seed needs a non-negative integer, not '%s'", v);
-        } else if (!strcmp(a, "--profile")) {
-            if (h3_profile_parse(v, &profile)) return bad("--profile must be model or uniform, not '%s'", v);
-        } else {
-            if (!*v) return bad("--out needs a file name%s", "");
+    static const h3_flag flags[] = {{"config", 1}, {"tokens", 1}, {"seed", 1}, {"profile", 1},
+                                    {"out", 1},    {"force", 0},  {NULL, 0}};
+    enum { F_CONFIG, F_TOKENS, F_SEED, F_PROFILE, F_OUT, F_FORCE };
+    static const char *const configs[] = {"full", "tiny", NULL};
+    const h3_cli cli = {PROG, usage_text, flags, NULL};
+    const char *v;
+    for (int f; (f = h3_cli_next(&cli, argc, argv, &v)) >= 0;) {
+        switch (f) {
+        case F_CONFIG: config = configs[h3_cli_choice(PROG, "--config", v, configs)]; break;
+        case F_TOKENS: tokens = h3_cli_uint(PROG, "--tokens", v, 1, 1u << 24); break;
+        case F_SEED: seed = h3_cli_uint(PROG, "--seed", v, 0, UINT64_MAX); break;
+        case F_PROFILE:
+            if (h3_profile_parse(v, &profile)) h3_cli_fail(PROG, "--profile: '%s' is not one of model, uniform", v);
+            break;
+        case F_OUT:
+            if (!*v) h3_cli_fail(PROG, "--out needs a file name");
             out = v;
+            break;
+        case F_FORCE: force = 1; break;
         }
     }
     if (refuse_existing("gen_inputs", out, force)) return 2;

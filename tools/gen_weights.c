@@ -33,7 +33,6 @@
  * All rounded to BF16 (RNE). The file is streamed chunk by chunk (never the
  * whole 1.29 GB in memory); chunks are generated with OpenMP. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <omp.h>
@@ -47,48 +46,27 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "numerics.h"
+#include "opts.h"
 #include "out_guard.h"
 #include "rng.h"
 #include "safetensors.h"
 
+#define PROG "gen_weights"
 #define DEFAULT_OUT "weights/block0.safetensors"
 #define CHUNK_ELEMS ((size_t)1 << 22) /* 4 Mi elements = 8 MB per chunk */
 
-static void usage(FILE *o)
-{
-    fprintf(o, "usage: gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]\n"
-               "                   [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]\n"
-               "                   [--layout original|single-file|diffusers] [--force]\n"
-               "  writes a deterministic synthetic H3 block (default %s, names blocks.N.*, N = 0, seed 0);\n"
-               "  an existing file is kept unless --force;\n"
-               "  profile model (default): a trained DiT's statistics (q/k-norm gains over [0.5, 3], heavy-tailed\n"
-               "  weights, adaLN biases that matter); uniform: N(0, 1/fan_in) weights, near-identity norms;\n"
-               "  --layout: the same block as a published checkpoint holds it (original, diffusers: --out is\n"
-               "  a folder with two shards and an index; single-file: one file, stacked QKV, a name prefix)\n",
-            DEFAULT_OUT);
-}
-
-static int bad(const char *fmt, const char *a)
-{
-    fprintf(stderr, "gen_weights: ");
-    fprintf(stderr, fmt, a);
-    fprintf(stderr, "\n");
-    usage(stderr);
-    return 2;
-}
-
-/* Non-negative decimal integer, no sign, no junk; -1 on error. */
-static int parse_u64(const char *s, unsigned long long max, unsigned long long *v)
-{
-    if (!s || !*s) return -1;
-    for (const char *p = s; *p; p++)
-        if (*p < '0' || *p > '9') return -1;
-    errno = 0;
-    unsigned long long x = strtoull(s, NULL, 10);
-    if (errno || x > max) return -1;
-    *v = x;
-    return 0;
-}
+static const char usage_text[] =
+    "usage: gen_weights [--config full|tiny] [--seed N] [--block N] [--out FILE]\n"
+    "                   [--profile model|uniform] [--qkv-layout grouped|stacked] [--progress]\n"
+    "                   [--layout original|single-file|diffusers] [--force] [--help] [--version]\n"
+    "  writes a deterministic synthetic H3 block (default " DEFAULT_OUT ", names blocks.N.*, N = 0, seed 0);\n"
+    "  an existing file is kept unless --force;\n"
+    "  profile model (default): a trained DiT's statistics (q/k-norm gains over [0.5, 3], heavy-tailed\n"
+    "  weights, adaLN biases that matter); uniform: N(0, 1/fan_in) weights, near-identity norms;\n"
+    "  --layout: the same block as a published checkpoint holds it (original, diffusers: --out is\n"
+    "  a folder with two shards and an index; single-file: one file, stacked QKV, a name prefix);\n"
+    "  --progress: a progress bar (default when stderr is a terminal)\n"
+    "  A value follows its flag as the next word or after '=' (--seed 3, --seed=3).\n";
 
 /* Element e (grouped layout) of tensor k of a block with fan-in cols. */
 static double weight_value(h3_profile profile, uint64_t seed, int k, int64_t e, int64_t cols)
@@ -267,53 +245,36 @@ int main(int argc, char **argv)
     h3_profile profile = H3_PROFILE_MODEL;
     unsigned long long seed = 0, block = 0;
     int want_progress = isatty(2), force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--progress")) {
-            want_progress = 1;
-            continue;
-        }
-        if (!strcmp(a, "--force")) {
-            force = 1;
-            continue;
-        }
-        if (!strcmp(a, "--layout")) { /* the canonical file goes to a temporary, then write_layout */
-            if (i + 1 >= argc) return bad("%s needs a value", a);
-            pub = argv[++i];
-            if (strcmp(pub, "original") && strcmp(pub, "single-file") && strcmp(pub, "diffusers"))
-                return bad("--layout must be original, single-file or diffusers, not '%s'", pub);
-            continue;
-        }
-        if (strcmp(a, "--config") && strcmp(a, "--seed") && strcmp(a, "--block") && strcmp(a, "--out") &&
-            strcmp(a, "--qkv-layout") && strcmp(a, "--profile"))
-            return bad("unknown flag '%s'", a);
-        if (i + 1 >= argc) return bad("%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--config")) {
-            if (strcmp(v, "full") && strcmp(v, "tiny")) return bad("--config must be full or tiny, not '%s'", v);
-            config = v;
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_u64(v, UINT64_MAX, &seed)) return bad("--seed needs a non-negative integer, not '%s'", v);
-        } else if (!strcmp(a, "--block")) {
-            if (parse_u64(v, 1000000, &block)) return bad("--block needs an integer 0..1000000, not '%s'", v);
-        } else if (!strcmp(a, "--profile")) {
-            if (h3_profile_parse(v, &profile)) return bad("--profile must be model or uniform, not '%s'", v);
-        } else if (!strcmp(a, "--out")) {
-            if (!*v) return bad("--out needs a file name%s", "");
+    static const h3_flag flags[] = {{"config", 1}, {"seed", 1},       {"block", 1},    {"out", 1},   {"profile", 1},
+                                    {"qkv-layout", 1}, {"progress", 0}, {"layout", 1}, {"force", 0}, {NULL, 0}};
+    enum { F_CONFIG, F_SEED, F_BLOCK, F_OUT, F_PROFILE, F_QKV_LAYOUT, F_PROGRESS, F_LAYOUT, F_FORCE };
+    static const char *const configs[] = {"full", "tiny", NULL}, *const layouts[] = {"grouped", "stacked", NULL},
+                             *const pubs[] = {"original", "single-file", "diffusers", NULL};
+    const h3_cli cli = {PROG, usage_text, flags, NULL};
+    const char *v;
+    for (int f; (f = h3_cli_next(&cli, argc, argv, &v)) >= 0;) {
+        switch (f) {
+        case F_CONFIG: config = configs[h3_cli_choice(PROG, "--config", v, configs)]; break;
+        case F_SEED: seed = h3_cli_uint(PROG, "--seed", v, 0, UINT64_MAX); break;
+        case F_BLOCK: block = h3_cli_uint(PROG, "--block", v, 0, 1000000); break;
+        case F_OUT:
+            if (!*v) h3_cli_fail(PROG, "--out needs a file name");
             out = v;
-        } else {
-            if (strcmp(v, "grouped") && strcmp(v, "stacked"))
-                return bad("--qkv-layout must be grouped or stacked, not '%s'", v);
-            layout = v;
+            break;
+        case F_PROFILE:
+            if (h3_profile_parse(v, &profile)) h3_cli_fail(PROG, "--profile: '%s' is not one of model, uniform", v);
+            break;
+        case F_QKV_LAYOUT: layout = layouts[h3_cli_choice(PROG, "--qkv-layout", v, layouts)]; break;
+        case F_PROGRESS: want_progress = 1; break;
+        case F_LAYOUT: /* the canonical file goes to a temporary, then write_layout */
+            pub = pubs[h3_cli_choice(PROG, "--layout", v, pubs)];
+            break;
+        case F_FORCE: force = 1; break;
         }
     }
     if (pub) {
-        if (strcmp(layout, "grouped")) return bad("--qkv-layout: --layout %s fixes the QKV row order", pub);
-        if (!strcmp(out, DEFAULT_OUT)) return bad("--layout %s needs --out", pub);
+        if (strcmp(layout, "grouped")) h3_cli_fail(PROG, "--qkv-layout: --layout %s fixes the QKV row order", pub);
+        if (!strcmp(out, DEFAULT_OUT)) h3_cli_fail(PROG, "--layout %s needs --out", pub);
         pub_out = out;
         snprintf(pub_tmp, sizeof pub_tmp, "%s.canonical.tmp", out);
         out = pub_tmp;

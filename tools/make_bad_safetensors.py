@@ -122,7 +122,11 @@ def bad(name, content, expect):
 
 bad("bad_empty_file.safetensors", b"", "too short")
 bad("bad_short.safetensors", b"\x10\x00\x00\x00\x00", "too short")
-bad("bad_header_too_big.safetensors", raw(b"{}", length=100_000_001), "exceeds the 100000000-byte limit")
+# A length past both the 100 MB limit and the file is no header length at all (a length past
+# the limit alone, in a file larger than it, keeps its own message: test_safetensors makes one).
+NOT_ST = "not a safetensors file (its first 8 bytes are not a plausible header length)"
+bad("bad_header_too_big.safetensors", raw(b"{}", length=100_000_001), NOT_ST)
+bad("bad_text_file.safetensors", b"# h3block\n\nOne MiniMax-H3 video-diffusion DiT block on an NVIDIA GPU.\n", NOT_ST)
 bad("bad_header_past_eof.safetensors", raw(b"{}", length=1000), "runs past the end of the file")
 bad("bad_empty_header.safetensors", raw(b""), "not a JSON object")
 bad("bad_not_object.safetensors", padded("[1, 2]"), "not a JSON object")

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from fnv import fnv1a64
+
 try:
     import ml_dtypes
     import numpy as np
@@ -33,13 +35,6 @@ def check(cond, msg):
     if not cond:
         FAILS.append(msg)
         print("FAIL", msg)
-
-
-def fnv1a(b):
-    h = 0xCBF29CE484222325
-    for x in b:
-        h = ((h ^ x) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 def hexs(s):
@@ -69,7 +64,7 @@ def dump(tool, path):
 
 def expect_of(arrs, meta):
     """What st_tool dump must print for these arrays (name -> numpy array)."""
-    t = {hexs(k): (DTYPE[a.dtype], "x".join(map(str, a.shape)) if a.ndim else "-", fnv1a(a.tobytes()))
+    t = {hexs(k): (DTYPE[a.dtype], "x".join(map(str, a.shape)) if a.ndim else "-", fnv1a64(a.tobytes()))
          for k, a in arrs.items()}
     return t, {hexs(k): hexs(v) for k, v in (meta or {}).items()}
 
@@ -184,7 +179,7 @@ def part_c(tool, data):
         hdr = json.loads(raw[8:8 + n])
         meta = hdr.pop("__metadata__", {})
         flat = dict(deserialize(raw))
-        want = ({hexs(k): (v["dtype"], "x".join(map(str, v["shape"])) if v["shape"] else "-", fnv1a(bytes(v["data"])))
+        want = ({hexs(k): (v["dtype"], "x".join(map(str, v["shape"])) if v["shape"] else "-", fnv1a64(bytes(v["data"])))
                  for k, v in flat.items()}, {hexs(k): hexs(v) for k, v in meta.items()})
         got, err = dump(tool, p)
         check(got is not None, f"(c) {os.path.basename(p)}: our loader rejects it: {err}")

@@ -48,6 +48,7 @@
  * The JSON file is rewritten after every sequence length, so a crash keeps
  * what was measured. */
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@
 #include "config.h"
 #include "cpu_ref.h"
 #include "numerics.h"
+#include "opts.h"
 #include "safetensors.h"
 #include "bench_kernels.h"
 
@@ -779,14 +781,31 @@ static int parse_list(const char *s, int *out, int max)
     return n;
 }
 
-static void usage(void)
+#define PROG "bench_attn"
+
+static const char usage_text[] =
+    "usage: bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10 | --repeat 10] [--warmup 2]\n"
+    "                  [--kernels mma,sm90] [--quant] [--accuracy] [--accuracy-only]\n"
+    "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n"
+    "                  [--qkv FILE[,FILE...]] [--variant N] [--help] [--version]\n"
+    "  times h3block's FP8 attention kernels on the GPU and measures their accuracy against FP64\n"
+    "  --qkv: attention inputs from files (torch_block.py --dump-qkv) instead of N(0,1)\n"
+    "  --variant N: lab builds (-DH3_LAB=ON): the lab's Hopper variant N alone\n"
+    "  --repeat N: --reps N as dit_block spells it\n"
+    "  A value follows its flag as the next word or after '=' (--reps 5, --reps=5).\n"
+    "Exit: 0 done; 2 a usage error or no machine code for this GPU; 77 no usable CUDA device.\n";
+
+/* --version: the CUDA runtime and the driver this binary runs with. */
+static void version_extra(FILE *f)
 {
-    fprintf(stderr, "usage: bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10] [--warmup 2]\n"
-                    "                  [--kernels mma,sm90] [--quant] [--accuracy] [--accuracy-only]\n"
-                    "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n"
-                    "                  [--qkv FILE[,FILE...]]   (attention inputs from files instead of N(0,1))\n"
-                    "                  [--variant N]            (lab builds: the lab's Hopper variant N alone)\n");
-    exit(2);
+    int rt = 0, drv = 0;
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+    fprintf(f, "CUDA runtime %d.%d, ", rt / 1000, rt % 1000 / 10);
+    if (drv)
+        fprintf(f, "NVIDIA driver for CUDA %d.%d\n", drv / 1000, drv % 1000 / 10);
+    else
+        fprintf(f, "no NVIDIA driver\n");
 }
 
 int main(int argc, char **argv)
@@ -796,60 +815,38 @@ int main(int argc, char **argv)
     uint64_t seed = 1234;
     const char *json = NULL, *kernels = "mma,sm90", *qkv = NULL;
     int variant = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDVAL \
-    if (!val) usage(); \
-    i++
-        if (!strcmp(a, "--seqs")) {
-            NEEDVAL;
+    static const h3_flag flags[] = {
+        {"seqs", 1},    {"heads", 1},   {"reps", 1},         {"repeat", 1},        {"warmup", 1},
+        {"kernels", 1}, {"acc-seq", 1}, {"acc-heads", 1},    {"seed", 1},          {"json", 1},
+        {"variant", 1}, {"qkv", 1},     {"no-selfcheck", 0}, {"quant", 0},         {"accuracy", 0},
+        {"accuracy-only", 0}, {NULL, 0}};
+    enum { F_SEQS, F_HEADS, F_REPS, F_REPEAT, F_WARMUP, F_KERNELS, F_ACC_SEQ, F_ACC_HEADS, F_SEED, F_JSON, F_VARIANT,
+           F_QKV, F_NO_SELFCHECK, F_QUANT, F_ACCURACY, F_ACCURACY_ONLY };
+    const h3_cli cli = {PROG, usage_text, flags, version_extra};
+    const char *val;
+    for (int f; (f = h3_cli_next(&cli, argc, argv, &val)) >= 0;) {
+        switch (f) {
+        case F_SEQS:
             nseq = parse_list(val, seqs, MAX_SEQS);
-            if (nseq < 1) usage();
-        } else if (!strcmp(a, "--heads")) {
-            NEEDVAL;
-            H = atoi(val);
-        } else if (!strcmp(a, "--reps") || !strcmp(a, "--repeat")) { /* --repeat: dit_block's spelling */
-            NEEDVAL;
-            reps = atoi(val);
-        } else if (!strcmp(a, "--warmup")) {
-            NEEDVAL;
-            warmup = atoi(val);
-        } else if (!strcmp(a, "--kernels")) {
-            NEEDVAL;
-            kernels = val;
-        } else if (!strcmp(a, "--acc-seq")) {
-            NEEDVAL;
-            acc_S = atoi(val);
-        } else if (!strcmp(a, "--acc-heads")) {
-            NEEDVAL;
-            acc_H = atoi(val);
-        } else if (!strcmp(a, "--seed")) {
-            NEEDVAL;
-            seed = strtoull(val, NULL, 10);
-        } else if (!strcmp(a, "--json")) {
-            NEEDVAL;
-            json = val;
-        } else if (!strcmp(a, "--variant")) {
-            NEEDVAL;
-            variant = atoi(val);
-            if (variant < 1) usage();
-        } else if (!strcmp(a, "--qkv")) {
-            NEEDVAL;
-            qkv = val;
-        } else if (!strcmp(a, "--no-selfcheck")) {
-            no_selfcheck = 1;
-        } else if (!strcmp(a, "--quant")) {
-            do_quant = 1;
-        } else if (!strcmp(a, "--accuracy")) {
-            do_acc = 1;
-        } else if (!strcmp(a, "--accuracy-only")) {
-            do_acc = acc_only = 1;
-        } else {
-            usage();
+            if (nseq < 1) h3_cli_fail(PROG, "--seqs: '%s' is not a list of 1 to %d lengths 1..10000000", val, MAX_SEQS);
+            break;
+        case F_HEADS: H = (int)h3_cli_uint(PROG, "--heads", val, 1, INT_MAX); break;
+        case F_REPS:
+        case F_REPEAT: reps = (int)h3_cli_uint(PROG, f == F_REPS ? "--reps" : "--repeat", val, 1, INT_MAX); break;
+        case F_WARMUP: warmup = (int)h3_cli_uint(PROG, "--warmup", val, 0, INT_MAX); break;
+        case F_KERNELS: kernels = val; break;
+        case F_ACC_SEQ: acc_S = (int)h3_cli_uint(PROG, "--acc-seq", val, 1, INT_MAX); break;
+        case F_ACC_HEADS: acc_H = (int)h3_cli_uint(PROG, "--acc-heads", val, 1, INT_MAX); break;
+        case F_SEED: seed = h3_cli_uint(PROG, "--seed", val, 0, UINT64_MAX); break;
+        case F_JSON: json = val; break;
+        case F_VARIANT: variant = (int)h3_cli_uint(PROG, "--variant", val, 1, INT_MAX); break;
+        case F_QKV: qkv = val; break;
+        case F_NO_SELFCHECK: no_selfcheck = 1; break;
+        case F_QUANT: do_quant = 1; break;
+        case F_ACCURACY: do_acc = 1; break;
+        case F_ACCURACY_ONLY: do_acc = acc_only = 1; break;
         }
     }
-    if (H < 1 || reps < 1 || warmup < 0 || acc_S < 1 || acc_H < 1) usage();
 
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

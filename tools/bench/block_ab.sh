@@ -50,7 +50,7 @@ for r in $(seq 1 "$rounds"); do
       fail=1
       continue
     fi
-    echo "round $r $which: block $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f ms (graph %.3f)" % (d["total_ms"], d["graph_ms"]))' "$json")"
+    echo "round $r $which: block $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d.get("graph_ms"); print("%.3f ms (graph %s)" % (d["total_ms"], "%.3f" % g if g is not None else "not run"))' "$json")"
   done
 done
 

@@ -13,11 +13,12 @@ block's update: share_of_update = ||a - b|| / ||b - x|| (b the reference, over t
 finite in a, b and x): the part of what the block changes that the output gets wrong, which
 rel RMS hides behind the residual stream's size.
 """
-import argparse
 import json
 import sys
 
-import numpy as np
+from h3cli import Parser
+
+np = None  # numpy: imported by main() once the flags are read, so that --help and --version need none
 
 PREFERRED = ("out", "output", "x", "hidden_states")
 
@@ -72,13 +73,15 @@ def pick(path, name):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(description=__doc__.split("\n")[0])
     ap.add_argument("a", help="output to judge (e.g. dit_block --output)")
     ap.add_argument("b", help="reference output (e.g. torch_block.py --output)")
     ap.add_argument("--name")
     ap.add_argument("--input", help="the block's inputs (tensor x): report ||a - b|| / ||b - x|| too")
     ap.add_argument("--json")
     args = ap.parse_args()
+    global np
+    import numpy as np
     na, a = pick(args.a, args.name)
     nb, b = pick(args.b, args.name)
     if a.size != b.size:

@@ -49,6 +49,8 @@ import sys
 import time
 import traceback
 
+from h3cli import Parser
+
 D = 128
 EXACT_ROWS = 1024  # R = min(S, EXACT_ROWS): shared with the C side, keep identical
 DEFAULT_IMPLS = "cudnn_bf16,flash_bf16,cudnn_fp8,fa3_fp8,fa3_bf16"
@@ -302,7 +304,7 @@ def read_qkv(torch, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    ap = Parser(description=__doc__.split("\n")[0],
                                  epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seqs", default="4096,8192,16384,30272,75600", help="S list of the N(0,1) mode")
     ap.add_argument("--heads", type=int, default=56, help="H of the N(0,1) mode (--qkv files give their own)")

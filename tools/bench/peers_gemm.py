@@ -20,10 +20,11 @@ against an FP32 product of the same (dequantised) operands on a 512-token slice 
 much the accumulation mode costs. Inputs N(0,1) activations, N(0, 1/K) weights.
 A path that fails prints its error and the run goes on.
 """
-import argparse
 import json
 import sys
 import traceback
+
+from h3cli import Parser
 
 SHAPES = [  # name, N, K (dit_block's per-op names)
     ("qkv_gemm", 21504, 5376),
@@ -69,14 +70,14 @@ def kernel_name(torch, fn):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=30272)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     if a.tokens < 512 or a.reps < 1 or a.warmup < 0:
-        sys.exit("peers_gemm.py: --tokens must be >= 512, --reps >= 1, --warmup >= 0")
+        ap.error("--tokens must be >= 512, --reps >= 1, --warmup >= 0")
     import torch
 
     if not torch.cuda.is_available():

@@ -11,12 +11,13 @@ profile and S: median ms, TFLOPS and the relative RMS error against exact
 each kernel's time relative to h3_fp8_sm90_vs (dit_block's default). A missing
 or failed entry prints its status; nothing is left out silently.
 """
-import argparse
 import glob
 import json
 import os
 import re
 import sys
+
+from h3cli import Parser
 
 
 def load(path):
@@ -29,7 +30,7 @@ def load(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap = Parser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("out_dir")
     ap.add_argument("--json", help="write the rows as JSON here")
     a = ap.parse_args()

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# run_all.sh — the whole h3block benchmark in one run on the GPU machine (DESIGN.md §6).
+# run_all.sh — the whole h3block benchmark in one run on the GPU machine (DESIGN.md §7).
 #
-#   bash tools/bench/run_all.sh [BUILD_DIR=build]        # from the repository root
+#   bash tools/bench/run_all.sh [--docs] [BUILD_DIR=build]        # from the repository root
+#
+# --docs: also write the chart to docs/breakdown.png, the one docs/perf.md shows (on the device
+# machine only $OUT comes back: copy $OUT/breakdown.png there instead). Without it the
+# repository is not touched.
 #
 # Expects an already-built BUILD_DIR (bench_attn, dit_block, gen_weights, gen_inputs) and,
 # for the cuDNN FP8 peer, the carried wheels in .whl/ (device call: carry [".whl", BUILD_DIR]).
@@ -25,10 +29,15 @@
 #      H3_FA3_PATH (alone: an FA3 already built by build_fa3.sh). Without either, the peers' fa3_*
 #      rows say 'unavailable'.
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
-    exit 0
-fi
+DOCS=0
+while [[ $# -gt 0 && ${1:-} == -* ]]; do
+    case $1 in
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --docs) DOCS=1 ;;
+    *) echo "run_all.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 BUILD=${1:-build}
 OUT=${OUT:-./out}
@@ -144,6 +153,9 @@ step compare_fp8mix 30 python3 "$HERE/compare_outputs.py" "$TMPD/ours_out_fp8mix
     "$TMPD/torch_out.safetensors" --input "$IN" --json "$OUT/compare_fp8mix.json"
 step plot_breakdown 30 python3 "$HERE/plot_breakdown.py" --ours "$OUT/dit_block.json" \
     --ours-fp8 "$OUT/dit_block_fp8.json" --torch "$OUT/torch_block.json" --out "$FINAL/breakdown.png"
+if ((DOCS)) && [[ -f $FINAL/breakdown.png ]]; then
+    cp "$FINAL/breakdown.png" "$HERE/../../docs/breakdown.png" && log "run_all.sh: wrote docs/breakdown.png"
+fi
 
 # ---- summary (never fails the script)
 set +e

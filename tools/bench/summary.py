@@ -10,8 +10,16 @@ per S per implementation with peer/ours time ratios, the accuracy rows, the bloc
 OUT_DIR/bench_summary.json) with the summary and every tool's JSON under "raw".
 """
 import json, os, sys
-out, status_file = sys.argv[1], sys.argv[2]
-summary_path = sys.argv[3] if len(sys.argv) > 3 else os.path.join(out, "bench_summary.json")
+
+from h3cli import Parser
+
+ap = Parser(description=__doc__.strip().splitlines()[0])
+ap.add_argument("out_dir", help="the folder holding the tools' JSON files")
+ap.add_argument("steps_tsv", help="run_all.sh's step status file (name, status, seconds per line)")
+ap.add_argument("summary_json", nargs="?", help="where to write the summary (default OUT_DIR/bench_summary.json)")
+args = ap.parse_args()
+out, status_file = args.out_dir, args.steps_tsv
+summary_path = args.summary_json or os.path.join(out, "bench_summary.json")
 def load(name):
     try:
         with open(os.path.join(out, name)) as f:

@@ -45,6 +45,8 @@ import os
 import sys
 import time
 
+from h3cli import Parser
+
 STAGES = ["adaln", "norm1_mod", "qkv_gemm", "qk_norm_rope_quant", "attention", "out_gemm", "gate_res1",
           "norm2_mod", "fc1_gemm", "swiglu", "fc2_gemm", "gate_res2"]
 SLOT_SHIFT_MSA, SLOT_SCALE_MSA, SLOT_GATE_MSA, SLOT_SHIFT_MLP, SLOT_SCALE_MLP, SLOT_GATE_MLP = range(6)
@@ -273,7 +275,7 @@ def dump_qkv(path, q, k, v, meta):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 2)[2],
+    ap = Parser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights")
     ap.add_argument("--input")
