@@ -234,13 +234,9 @@ static void report_take_run(report *r, const h3_run_result *res, const gpu_info 
     r->heads = cfg->heads;
     r->hidden = cfg->hidden;
     r->repeat = repeat;
-    for (int i = 0; i < res->n_rows; i++) {
-        const h3_run_row *x = &res->rows[i];
-        report_row *row = report_add_row(r, x->name, x->ms, x->flops, x->bytes);
-        row->ceiling = x->ceiling;
-        row->once = x->once == H3_RUN_ONCE_TIMESTEP ? REPORT_ONCE_TIMESTEP
-                    : x->once == H3_RUN_ONCE_SEQUENCE ? REPORT_ONCE_SEQUENCE : 0;
-    }
+    _Static_assert(REPORT_MAX_ROWS >= H3_RUN_MAX_ROWS, "a run's rows fit in the report");
+    memcpy(r->rows, res->rows, (size_t)res->n_rows * sizeof *res->rows);
+    r->n_rows = res->n_rows;
     r->total_ms = res->total_ms;
     r->graph_ms = res->graph_ms;
     r->peak_mem_gb = res->peak_mem_gb;

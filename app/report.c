@@ -10,15 +10,11 @@
 
 #include "version.h"
 
-report_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes)
+h3_op_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes)
 {
     if (r->n_rows >= REPORT_MAX_ROWS) return NULL;
-    report_row *row = &r->rows[r->n_rows++];
-    memset(row, 0, sizeof *row);
-    snprintf(row->name, sizeof row->name, "%s", name);
-    row->ms = ms;
-    row->flops = flops;
-    row->bytes = bytes;
+    h3_op_row *row = &r->rows[r->n_rows++];
+    h3_op_row_init(row, name, ms, flops, bytes);
     return row;
 }
 
@@ -41,7 +37,7 @@ int report_all_pass(const report *r)
 
 /* A row covers the stages named in it ("a+b"); its check column summarises
  * the asserted checks of those stages. */
-static const char *row_check(const report *r, const report_row *row)
+static const char *row_check(const report *r, const h3_op_row *row)
 {
     int any = 0, fail = 0;
     char names[64];
@@ -64,7 +60,7 @@ void report_print(const report *r, FILE *f)
     for (int i = 0; i < r->n_rows; i++)
         if (!r->rows[i].once) sum += r->rows[i].ms;
     for (int i = 0; i < r->n_rows; i++) {
-        const report_row *row = &r->rows[i];
+        const h3_op_row *row = &r->rows[i];
         char rate[32] = "-", share[16], peak[16] = "-";
         double v = 0;
         if (row->ms > 0 && row->flops > 0) {
@@ -197,7 +193,7 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
     json_object_object_add(root, "nonfinite_first_stage", str_or_null(r->nonfinite_stage));
     json_object *stages = json_object_new_array();
     for (int i = 0; i < r->n_rows; i++) {
-        const report_row *row = &r->rows[i];
+        const h3_op_row *row = &r->rows[i];
         const int fl = row->flops > 0, by = row->bytes > 0, timed = row->ms > 0;
         const char *check = row_check(r, row);
         json_object *s = json_object_new_object();
@@ -212,7 +208,7 @@ int report_write_json(const report *r, const char *path, char *err, size_t errle
         json_object_object_add(s, "peak_gb_per_s", num_or_null(row->ceiling, !fl && by && row->ceiling > 0));
         json_object_object_add(s, "once_per",
                                !row->once ? NULL
-                                          : json_object_new_string(row->once == REPORT_ONCE_SEQUENCE ? "sequence"
+                                          : json_object_new_string(row->once == H3_ONCE_SEQUENCE ? "sequence"
                                                                                                       : "timestep"));
         json_object_object_add(s, "check", strcmp(check, "-") ? json_object_new_string(check) : NULL);
         json_object_array_add(stages, s);

@@ -6,20 +6,11 @@
 
 #include <stdio.h>
 
+#include "op_row.h"
+
 #define REPORT_FORMAT "h3block-report/1" /* the JSON's "format": a new number for a change a reader must know */
 #define REPORT_MAX_ROWS 24
 #define REPORT_MAX_CHECKS 48
-
-enum { REPORT_ONCE_TIMESTEP = 1, REPORT_ONCE_SEQUENCE = 2 }; /* report_row.once: how often it runs */
-
-typedef struct {
-    char name[48];   /* a stage name, or "a+b" for a fused kernel covering two stages */
-    double ms;       /* median wall time */
-    double flops;    /* arithmetic work (GEMMs, attention), 0 for memory-bound stages */
-    double bytes;    /* minimum device-memory traffic, for GB/s */
-    double ceiling;  /* the device's peak for this row's rate (TFLOPS or GB/s), 0 if unknown */
-    int once;        /* computed once and cached, not part of the block total: REPORT_ONCE_* */
-} report_row;
 
 typedef struct {
     char stage[48];  /* stage name the check belongs to */
@@ -71,7 +62,7 @@ typedef struct {
     char attn_kernel[128];
     char gemm[128];       /* the GEMM precision; with --gemm fp8:LIST, which GEMMs are FP8 and which BF16 */
     int tokens, heads, hidden, repeat, warmup;
-    report_row rows[REPORT_MAX_ROWS];
+    h3_op_row rows[REPORT_MAX_ROWS];
     int n_rows;
     double total_ms;      /* median of the whole block, ops launched one by one with events between */
     double graph_ms;      /* median of the whole block replayed as one CUDA graph, 0 if not run */
@@ -85,7 +76,7 @@ typedef struct {
     char nonfinite_stage[48]; /* the first stage whose output held one ("" if none or not found) */
 } report;
 
-report_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes);
+h3_op_row *report_add_row(report *r, const char *name, double ms, double flops, double bytes);
 report_check *report_add_check(report *r, const char *stage, const char *what);
 /* 1 unless an asserted check failed (also when no check ran: see
  * checks_not_run, which the printed and JSON reports state instead). */

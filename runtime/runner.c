@@ -246,15 +246,11 @@ int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t er
     return -1;
 }
 
-h3_run_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flops, double bytes)
+h3_op_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flops, double bytes)
 {
     CHECK(r->n_rows < H3_RUN_MAX_ROWS, "more than %d timing rows", H3_RUN_MAX_ROWS);
-    h3_run_row *row = &r->rows[r->n_rows++];
-    memset(row, 0, sizeof *row);
-    snprintf(row->name, sizeof row->name, "%s", name);
-    row->ms = ms;
-    row->flops = flops;
-    row->bytes = bytes;
+    h3_op_row *row = &r->rows[r->n_rows++];
+    h3_op_row_init(row, name, ms, flops, bytes);
     return row;
 }
 
@@ -643,7 +639,7 @@ int gpu_run_block(const h3_run_params *o, const gpu_info *gi, const h3_block *bl
     /* the cached ops, timed alone: adaLN once per timestep, the RoPE table once per sequence */
     static const struct {
         int op, once;
-    } cached[2] = {{OP_ADALN, H3_RUN_ONCE_TIMESTEP}, {OP_ROPE, H3_RUN_ONCE_SEQUENCE}};
+    } cached[2] = {{OP_ADALN, H3_ONCE_TIMESTEP}, {OP_ROPE, H3_ONCE_SEQUENCE}};
     double cached_ms[2];
     for (int i = 0; i < 2; i++) cached_ms[i] = time_op_alone(&br, cached[i].op, R, ev[0], ev[1], t);
     fprintf(stderr, "running the block: %d warm-up + %d timed runs at %d tokens...\n", o->warmup, R, S);
@@ -667,7 +663,7 @@ int gpu_run_block(const h3_run_params *o, const gpu_info *gi, const h3_block *bl
     CUDA_CHECK(cudaMemGetInfo(&free1, &tot));
     r->peak_mem_gb = (double)(free0 - free1) / 1e9;
     double fl, by;
-    h3_run_row *row;
+    h3_op_row *row;
     for (int i = 0; i < 2; i++) {
         op_work(c, S, br.fp8_mask, cached[i].op, &fl, &by);
         row = h3r_add_row(r, op_names[cached[i].op], cached_ms[i], fl, by);

@@ -12,6 +12,7 @@
 
 #include "block.h"
 #include "inputs.h"
+#include "op_row.h"
 
 /* The CUDA libraries this binary runs with; none of it needs a GPU. */
 typedef struct {
@@ -76,18 +77,9 @@ typedef struct {
 /* What a run measured: one row per op (stage names of config.h, "a+b" for a
  * fused kernel covering two), the block totals, the device and kernels. */
 #define H3_RUN_MAX_ROWS 24
-enum { H3_RUN_ONCE_TIMESTEP = 1, H3_RUN_ONCE_SEQUENCE = 2 }; /* h3_run_row.once */
-typedef struct {
-    char name[48];
-    double ms;      /* median */
-    double flops;   /* arithmetic work (GEMMs, attention), 0 for memory-bound ops */
-    double bytes;   /* minimum device-memory traffic */
-    double ceiling; /* the device's peak for this row's rate, 0 if unknown */
-    int once;       /* computed once and cached, not part of the block total: H3_RUN_ONCE_* */
-} h3_run_row;
 typedef struct {
     char device[128], attn_kernel[128], gemm[128];
-    h3_run_row rows[H3_RUN_MAX_ROWS];
+    h3_op_row rows[H3_RUN_MAX_ROWS];
     int n_rows;
     double total_ms, graph_ms; /* the block, op by op with events between, and as one CUDA graph (0: not run) */
     double peak_mem_gb;        /* device memory in use beyond the weights, 0 if unknown */

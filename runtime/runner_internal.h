@@ -106,7 +106,7 @@ static inline int h3r_fp8(const block_run *br, int g) { return br->fp8_mask >> g
  * into t (MAX_ALLOCS entries); returns the count. */
 int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_alloc_t *t);
 /* Appends a timing row to r (CHECK: at most H3_RUN_MAX_ROWS). */
-h3_run_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flops, double bytes);
+h3_op_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flops, double bytes);
 /* The result's gemm string for fp8_mask and --gemm-accum (the GPU's numerics). */
 void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len);
 /* cudaMalloc with the "out of device memory: N bytes" message; adds to *total. */
