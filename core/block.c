@@ -9,20 +9,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "block.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "errmsg.h"
 
 static void fmt_shape(char *buf, size_t n, int rank, const int64_t *shape)
 {
@@ -90,23 +82,23 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
         const int i = need[k].idx;
         const st_tensor *x = t[i];
         if (!x) {
-            seterr(err, errlen, "%s: tensor '%s' is missing (needed to infer %s%s%s%s)", path, full[i], need[k].what,
-                   sim[i][0] ? "; the source has '" : "", sim[i], sim[i][0] ? "'" : "");
+            h3_seterr(err, errlen, "%s: tensor '%s' is missing (needed to infer %s%s%s%s)", path, full[i], need[k].what,
+                      sim[i][0] ? "; the source has '" : "", sim[i], sim[i][0] ? "'" : "");
             goto fail;
         }
         if (x->rank != need[k].rank) {
             char sh[96];
             fmt_shape(sh, sizeof sh, x->rank, x->shape);
-            seterr(err, errlen, "%s: tensor '%s': shape %s has rank %d, expected rank %d", where[i], full[i], sh,
-                   x->rank, need[k].rank);
+            h3_seterr(err, errlen, "%s: tensor '%s': shape %s has rank %d, expected rank %d", where[i], full[i], sh,
+                      x->rank, need[k].rank);
             goto fail;
         }
         for (int d = 0; d < x->rank; d++)
             if (x->shape[d] <= 0 || x->shape[d] > INT32_MAX) {
                 char sh[96];
                 fmt_shape(sh, sizeof sh, x->rank, x->shape);
-                seterr(err, errlen, "%s: tensor '%s': shape %s has a zero or too large dimension", where[i], full[i],
-                       sh);
+                h3_seterr(err, errlen, "%s: tensor '%s': shape %s has a zero or too large dimension", where[i], full[i],
+                          sh);
                 goto fail;
             }
     }
@@ -117,8 +109,8 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     snprintf(pv.head_dim, sizeof pv.head_dim, "head_dim %d from '%s'", cfg.head_dim, full[H3_T_QNORM]);
     int64_t qrows = t[H3_T_QKV]->shape[0];
     if (qrows % (3 * (int64_t)cfg.head_dim)) {
-        seterr(err, errlen, "%s: tensor '%s': %lld rows is not a multiple of 3 x head_dim = %d (%s)", path,
-               full[H3_T_QKV], (long long)qrows, 3 * cfg.head_dim, pv.head_dim);
+        h3_seterr(err, errlen, "%s: tensor '%s': %lld rows is not a multiple of 3 x head_dim = %d (%s)", path,
+                  full[H3_T_QKV], (long long)qrows, 3 * cfg.head_dim, pv.head_dim);
         goto fail;
     }
     cfg.heads = (int)(qrows / (3 * cfg.head_dim));
@@ -129,8 +121,8 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     snprintf(pv.temb, sizeof pv.temb, "temb %d from '%s' cols", cfg.temb, full[H3_T_ADALN_W]);
     int64_t arows = t[H3_T_ADALN_W]->shape[0];
     if (arows % ((int64_t)H3_SLOTS * cfg.hidden)) {
-        seterr(err, errlen, "%s: tensor '%s': %lld rows is not a multiple of 6 x hidden = %lld (%s)", path,
-               full[H3_T_ADALN_W], (long long)arows, (long long)H3_SLOTS * cfg.hidden, pv.hidden);
+        h3_seterr(err, errlen, "%s: tensor '%s': %lld rows is not a multiple of 6 x hidden = %lld (%s)", path,
+                  full[H3_T_ADALN_W], (long long)arows, (long long)H3_SLOTS * cfg.hidden, pv.hidden);
         goto fail;
     }
     cfg.modalities = (int)(arows / ((int64_t)H3_SLOTS * cfg.hidden));
@@ -138,8 +130,8 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
              full[H3_T_ADALN_W]);
     char verr[256];
     if (h3_config_validate(&cfg, verr, sizeof verr) != 0) {
-        seterr(err, errlen, "%s: the shapes give an unsupported %s (%s, %s, %s, %s, %s, %s)", path, verr, pv.hidden,
-               pv.head_dim, pv.heads, pv.ffn, pv.temb, pv.modalities);
+        h3_seterr(err, errlen, "%s: the shapes give an unsupported %s (%s, %s, %s, %s, %s, %s)", path, verr, pv.hidden,
+                  pv.head_dim, pv.heads, pv.ffn, pv.temb, pv.modalities);
         goto fail;
     }
     b->cfg = cfg;
@@ -148,13 +140,13 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     h3_tensor_specs(&cfg, spec);
     for (int i = 0; i < H3_T_COUNT; i++) {
         if (!t[i]) {
-            seterr(err, errlen, "%s: tensor '%s' is missing%s%s%s", path, full[i],
-                   sim[i][0] ? " (the source has '" : "", sim[i], sim[i][0] ? "')" : "");
+            h3_seterr(err, errlen, "%s: tensor '%s' is missing%s%s%s", path, full[i],
+                      sim[i][0] ? " (the source has '" : "", sim[i], sim[i][0] ? "')" : "");
             goto fail;
         }
         if (t[i]->dtype != ST_BF16) {
-            seterr(err, errlen, "%s: tensor '%s': dtype %s, expected BF16", where[i], full[i],
-                   st_dtype_name(t[i]->dtype));
+            h3_seterr(err, errlen, "%s: tensor '%s': dtype %s, expected BF16", where[i], full[i],
+                      st_dtype_name(t[i]->dtype));
             goto fail;
         }
         int ok = t[i]->rank == spec[i].rank;
@@ -177,8 +169,8 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
                 size_t o = strlen(because);
                 snprintf(because + o, sizeof because - o, "%s%s", k ? ", " : "", why[k]);
             }
-            seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", where[i], full[i], got, want,
-                   because);
+            h3_seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", where[i], full[i], got, want,
+                      because);
             goto fail;
         }
     }
@@ -197,7 +189,7 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
     }
     b->store = malloc(total * sizeof(uint16_t)); // the ten tensors, bf16, in enum order
     if (!b->store) {
-        seterr(err, errlen, "%s: out of memory for the block (%zu bytes)", path, total * sizeof(uint16_t));
+        h3_seterr(err, errlen, "%s: out of memory for the block (%zu bytes)", path, total * sizeof(uint16_t));
         rc = ST_ERR_RESOURCE;
         goto fail;
     }

@@ -13,22 +13,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <json-c/json.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+#include "errmsg.h"
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -160,7 +150,7 @@ static int pick_in_dir(const char *dir, char **out, char *err, size_t errlen)
         char **grown = realloc(l[k], (size_t)(n[k] + 1) * sizeof *grown);
         if (grown) l[k] = grown;
         if (!grown || !(l[k][n[k]] = strdup(e->d_name)))
-            rc = fail(err, errlen, "%s: out of memory listing the folder", dir);
+            rc = h3_seterr(err, errlen, "%s: out of memory listing the folder", dir);
         else
             n[k]++;
     }
@@ -169,11 +159,11 @@ static int pick_in_dir(const char *dir, char **out, char *err, size_t errlen)
     if (rc == 0 && n[k]) {
         qsort(l[k], (size_t)n[k], sizeof *l[k], cmp_str);
         if (n[k] == 1)
-            rc = (*out = join(dir, l[k][0])) ? 1 : fail(err, errlen, "%s: out of memory", dir);
+            rc = (*out = join(dir, l[k][0])) ? 1 : h3_seterr(err, errlen, "%s: out of memory", dir);
         else
-            rc = fail(err, errlen, "%s: %d %s (%s, %s%s): name one of them", dir, n[k],
-                      k == 0 ? "index files" : ".safetensors files and no *.safetensors.index.json", l[k][0], l[k][1],
-                      n[k] > 2 ? ", ..." : "");
+            rc = h3_seterr(err, errlen, "%s: %d %s (%s, %s%s): name one of them", dir, n[k],
+                           k == 0 ? "index files" : ".safetensors files and no *.safetensors.index.json", l[k][0],
+                           l[k][1], n[k] > 2 ? ", ..." : "");
     }
     for (int j = 0; j < 2; j++) {
         for (int i = 0; i < n[j]; i++) free(l[j][i]);
@@ -195,10 +185,11 @@ static int resolve(const char *path, char **resolved, int *is_index, char *err, 
         free(sub);
         if (k < 0) return -1;
         if (k == 0)
-            return fail(err, errlen, "%s: no *.safetensors.index.json or .safetensors file in it or in %s/transformer",
-                        path, path);
+            return h3_seterr(err, errlen,
+                             "%s: no *.safetensors.index.json or .safetensors file in it or in %s/transformer", path,
+                             path);
     } else if (!(r = strdup(path))) {
-        return fail(err, errlen, "%s: out of memory", path);
+        return h3_seterr(err, errlen, "%s: out of memory", path);
     }
     *is_index = ends_with(r, ".json");
     *resolved = r;
@@ -208,9 +199,9 @@ static int resolve(const char *path, char **resolved, int *is_index, char *err, 
 static int add_shard(h3_ckpt *c, const char *path, char *err, size_t errlen)
 {
     char **p = realloc(c->shard_path, (size_t)(c->n_shards + 1) * sizeof *p);
-    if (!p) return fail(err, errlen, "%s: out of memory", path);
+    if (!p) return h3_seterr(err, errlen, "%s: out of memory", path);
     c->shard_path = p;
-    if (!(p[c->n_shards] = strdup(path))) return fail(err, errlen, "%s: out of memory", path);
+    if (!(p[c->n_shards] = strdup(path))) return h3_seterr(err, errlen, "%s: out of memory", path);
     c->n_shards++;
     return 0;
 }
@@ -220,24 +211,24 @@ static int read_index(h3_ckpt *c, char *err, size_t errlen)
 {
     const char *ip = c->index;
     json_object *root = json_object_from_file(ip), *wm = NULL;
-    if (!root) return fail(err, errlen, "%s: cannot read the index: %s", ip, json_util_get_last_err());
+    if (!root) return h3_seterr(err, errlen, "%s: cannot read the index: %s", ip, json_util_get_last_err());
     int rc = -1;
     if (!json_object_is_type(root, json_type_object) || !json_object_object_get_ex(root, "weight_map", &wm) ||
         !json_object_is_type(wm, json_type_object)) {
-        fail(err, errlen, "%s: not an index (no \"weight_map\" object)", ip);
+        h3_seterr(err, errlen, "%s: not an index (no \"weight_map\" object)", ip);
         goto out;
     }
     const int n = json_object_object_length(wm);
     c->names = calloc((size_t)n + 1, sizeof *c->names);
     c->shard_of = calloc((size_t)n + 1, sizeof *c->shard_of);
     if (!c->names || !c->shard_of) {
-        fail(err, errlen, "%s: out of memory", ip);
+        h3_seterr(err, errlen, "%s: out of memory", ip);
         goto out;
     }
     /* shard names are relative to the index's folder */
     char *dir = strdup(ip);
     if (!dir) {
-        fail(err, errlen, "%s: out of memory", ip);
+        h3_seterr(err, errlen, "%s: out of memory", ip);
         goto out;
     }
     char *slash = strrchr(dir, '/');
@@ -246,8 +237,8 @@ static int read_index(h3_ckpt *c, char *err, size_t errlen)
     {
         const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
         if (!s || !*s || strchr(s, '/') || !strcmp(s, "..") || !strcmp(s, ".")) {
-            fail(err, errlen, "%s: tensor '%s': shard '%s' is not a plain file name", ip, key,
-                 s ? s : "(not a string)");
+            h3_seterr(err, errlen, "%s: tensor '%s': shard '%s' is not a plain file name", ip, key,
+                      s ? s : "(not a string)");
             free(dir);
             goto out;
         }
@@ -255,7 +246,7 @@ static int read_index(h3_ckpt *c, char *err, size_t errlen)
         int k = 0;
         while (sp && k < c->n_shards && strcmp(c->shard_path[k], sp)) k++;
         if (!sp || !(c->names[c->n_names] = strdup(key)) || (k == c->n_shards && add_shard(c, sp, err, errlen))) {
-            if (!err || !err[0]) fail(err, errlen, "%s: out of memory", ip);
+            if (!err || !err[0]) h3_seterr(err, errlen, "%s: out of memory", ip);
             free(sp);
             free(dir);
             goto out;
@@ -280,8 +271,8 @@ static int tensor_of(h3_ckpt *c, int k, const st_file **f, const st_tensor **t, 
     }
     *f = &c->shards[s];
     if (!(*t = st_find(*f, c->names[k])))
-        return fail(err, errlen, "%s: tensor '%s' is listed in %s but missing from the shard", c->shard_path[s],
-                    c->names[k], c->index);
+        return h3_seterr(err, errlen, "%s: tensor '%s' is listed in %s but missing from the shard", c->shard_path[s],
+                         c->names[k], c->index);
     return 0;
 }
 
@@ -313,10 +304,10 @@ static int find_stack(h3_ckpt *c, char *err, size_t errlen)
         st[s].adaln |= !strcmp(rest, "adaln_proj.linear.weight");
     }
     if (n == 0)
-        return fail(err, errlen,
-                    "%s: no H3 block in it (no names like 'blocks.N.attn.qkv_proj.weight' or diffusers' "
-                    "'transformer_blocks.N.attn.to_q.weight', after any prefix)",
-                    c->path);
+        return h3_seterr(err, errlen,
+                         "%s: no H3 block in it (no names like 'blocks.N.attn.qkv_proj.weight' or diffusers' "
+                         "'transformer_blocks.N.attn.to_q.weight', after any prefix)",
+                         c->path);
     /* the stack with adaln_proj; two named in the error if that is not one */
     int pick = 0, with = 0, two[2] = {0, n > 1 ? 1 : 0};
     for (int s = 0; s < n; s++)
@@ -326,11 +317,12 @@ static int find_stack(h3_ckpt *c, char *err, size_t errlen)
             with++;
         }
     if (n > 1 && with != 1)
-        return fail(err, errlen, "%s: block tensors under two prefixes (%s with adaln_proj): '%s' and '%s'", c->path,
-                    with ? "both" : "neither", c->names[st[two[0]].example], c->names[st[two[1]].example]);
+        return h3_seterr(err, errlen, "%s: block tensors under two prefixes (%s with adaln_proj): '%s' and '%s'",
+                         c->path, with ? "both" : "neither", c->names[st[two[0]].example],
+                         c->names[st[two[1]].example]);
     if (st[pick].len >= sizeof c->stack)
-        return fail(err, errlen, "%s: tensor '%s': a name prefix of more than %zu characters", c->path,
-                    c->names[st[pick].example], sizeof c->stack - 1);
+        return h3_seterr(err, errlen, "%s: tensor '%s': a name prefix of more than %zu characters", c->path,
+                         c->names[st[pick].example], sizeof c->stack - 1);
     snprintf(c->stack, sizeof c->stack, "%.*s", (int)st[pick].len, c->names[st[pick].example]);
     return 0;
 }
@@ -347,15 +339,15 @@ static int pick_block(h3_ckpt *c, int want, char *err, size_t errlen)
     const size_t sl = strlen(c->stack);
     if (!sl) {
         if (want >= 0)
-            return fail(err, errlen, "%s: --block %d: its tensor names carry no block number (no 'blocks.N.')", c->path,
-                        want);
+            return h3_seterr(err, errlen, "%s: --block %d: its tensor names carry no block number (no 'blocks.N.')",
+                             c->path, want);
         c->block = -1;
         c->n_blocks = 1;
         c->first_block = c->last_block = -1;
         return 0;
     }
     long *num = malloc(((size_t)c->n_names + 1) * sizeof *num);
-    if (!num) return fail(err, errlen, "%s: out of memory", c->path);
+    if (!num) return h3_seterr(err, errlen, "%s: out of memory", c->path);
     int m = 0;
     for (int k = 0; k < c->n_names; k++) {
         size_t slen;
@@ -376,8 +368,8 @@ static int pick_block(h3_ckpt *c, int want, char *err, size_t errlen)
         if (!c->digits[0]) {
             snprintf(c->digits, sizeof c->digits, "%.*s", nd, c->names[k] + sl);
         } else if ((int)strlen(c->digits) != nd || strncmp(c->digits, c->names[k] + sl, (size_t)nd)) {
-            const int bad = fail(err, errlen, "%s: block %ld is spelt two ways: '%s%s.' and '%.*s'", c->path, chosen,
-                                 c->stack, c->digits, (int)(r - c->names[k]), c->names[k]);
+            const int bad = h3_seterr(err, errlen, "%s: block %ld is spelt two ways: '%s%s.' and '%.*s'", c->path,
+                                      chosen, c->stack, c->digits, (int)(r - c->names[k]), c->names[k]);
             free(num);
             return bad;
         }
@@ -391,13 +383,14 @@ static int pick_block(h3_ckpt *c, int want, char *err, size_t errlen)
     c->last_block = (int)num[u - 1];
     free(num);
     if (want >= 0 && !found && u == 1)
-        return fail(err, errlen, "%s: no tensors for block %d (found block %d only)", c->path, want, c->first_block);
+        return h3_seterr(err, errlen, "%s: no tensors for block %d (found block %d only)", c->path, want,
+                         c->first_block);
     if (want >= 0 && !found)
-        return fail(err, errlen, "%s: no tensors for block %d (found %d blocks, numbered %d..%d)", c->path, want, u,
-                    c->first_block, c->last_block);
+        return h3_seterr(err, errlen, "%s: no tensors for block %d (found %d blocks, numbered %d..%d)", c->path, want,
+                         u, c->first_block, c->last_block);
     if (want < 0 && u > 1)
-        return fail(err, errlen, "%s: holds %d blocks (numbered %d..%d): pick one with --block N", c->path, u,
-                    c->first_block, c->last_block);
+        return h3_seterr(err, errlen, "%s: holds %d blocks (numbered %d..%d): pick one with --block N", c->path, u,
+                         c->first_block, c->last_block);
     c->block = want >= 0 ? want : c->first_block;
     return 0;
 }
@@ -433,7 +426,7 @@ static int map_block(h3_ckpt *c, char *err, size_t errlen)
 {
     int ours = 0, diff = 0, ex_ours = -1, ex_diff = -1;
     c->extra = calloc((size_t)c->n_names + 1, sizeof *c->extra);
-    if (!c->extra) return fail(err, errlen, "%s: out of memory", c->path);
+    if (!c->extra) return h3_seterr(err, errlen, "%s: out of memory", c->path);
     for (int k = 0; k < c->n_names; k++) {
         const char *rest;
         if (!in_block(c, k, &rest)) continue;
@@ -448,8 +441,8 @@ static int map_block(h3_ckpt *c, char *err, size_t errlen)
         diff |= d;
     }
     if (ours && diff)
-        return fail(err, errlen, "%s: block %d mixes our names ('%s') and diffusers' ('%s')", c->path, c->block,
-                    c->names[ex_ours], c->names[ex_diff]);
+        return h3_seterr(err, errlen, "%s: block %d mixes our names ('%s') and diffusers' ('%s')", c->path, c->block,
+                         c->names[ex_ours], c->names[ex_diff]);
     c->diffusers = diff;
 
     char pre[H3_CKPT_STACK + 16];
@@ -502,8 +495,8 @@ static int map_block(h3_ckpt *c, char *err, size_t errlen)
                     char a[96], b[96];
                     fmt_shape(x, a, sizeof a);
                     fmt_shape(q, b, sizeof b);
-                    return fail(err, errlen, "%s: tensor '%s': %s %s, but '%s' is %s %s", c->src_file[i][p]->path,
-                                x->name, st_dtype_name(x->dtype), a, q->name, st_dtype_name(q->dtype), b);
+                    return h3_seterr(err, errlen, "%s: tensor '%s': %s %s, but '%s' is %s %s", c->src_file[i][p]->path,
+                                     x->name, st_dtype_name(x->dtype), a, q->name, st_dtype_name(q->dtype), b);
                 }
             }
             if (q->rank >= 1 && q->shape[0] <= INT32_MAX) c->view[i].shape[0] = 3 * q->shape[0];
@@ -518,7 +511,7 @@ int h3_ckpt_open(const char *path, int block, h3_ckpt *c, char *err, size_t errl
     if (err && errlen) err[0] = 0;
     char *r = NULL;
     int is_index = 0;
-    if (!(c->path = strdup(path))) return fail(err, errlen, "%s: out of memory", path);
+    if (!(c->path = strdup(path))) return h3_seterr(err, errlen, "%s: out of memory", path);
     if (resolve(path, &r, &is_index, err, errlen)) goto fail;
     if (is_index) {
         c->index = r;
@@ -530,7 +523,7 @@ int h3_ckpt_open(const char *path, int block, h3_ckpt *c, char *err, size_t errl
     c->shards = calloc((size_t)c->n_shards + 1, sizeof *c->shards);
     c->opened = calloc((size_t)c->n_shards + 1, 1);
     if (!c->shards || !c->opened) {
-        fail(err, errlen, "%s: out of memory", path);
+        h3_seterr(err, errlen, "%s: out of memory", path);
         goto fail;
     }
     if (!is_index) {
@@ -540,12 +533,12 @@ int h3_ckpt_open(const char *path, int block, h3_ckpt *c, char *err, size_t errl
         c->names = calloc((size_t)f->n_tensors + 1, sizeof *c->names);
         c->shard_of = calloc((size_t)f->n_tensors + 1, sizeof *c->shard_of);
         if (!c->names || !c->shard_of) {
-            fail(err, errlen, "%s: out of memory", path);
+            h3_seterr(err, errlen, "%s: out of memory", path);
             goto fail;
         }
         for (; c->n_names < f->n_tensors; c->n_names++)
             if (!(c->names[c->n_names] = strdup(f->tensors[c->n_names].name))) {
-                fail(err, errlen, "%s: out of memory", path);
+                h3_seterr(err, errlen, "%s: out of memory", path);
                 goto fail;
             }
     }
@@ -584,10 +577,10 @@ int h3_ckpt_qkv(const h3_ckpt *c, h3_qkv_order given, h3_qkv_order *order, char 
     const char *g = h3_qkv_order_name(given);
     if (c->diffusers) {
         if (given != H3_QKV_UNSTATED)
-            return fail(err, errlen,
-                        "%s: --qkv-layout %s: the diffusers names state the QKV rows (separate to_q, to_k, to_v); "
-                        "drop the flag",
-                        c->path, g);
+            return h3_seterr(err, errlen,
+                             "%s: --qkv-layout %s: the diffusers names state the QKV rows (separate to_q, to_k, to_v); "
+                             "drop the flag",
+                             c->path, g);
         *order = H3_QKV_SPLIT;
         snprintf(why, whylen, "separate to_q, to_k, to_v (diffusers names), grouped at load");
         return 0;
@@ -598,11 +591,12 @@ int h3_ckpt_qkv(const h3_ckpt *c, h3_qkv_order given, h3_qkv_order *order, char 
         h3_qkv_order m = !strcmp(lay, "grouped") ? H3_QKV_GROUPED : !strcmp(lay, "stacked") ? H3_QKV_STACKED
                                                                                               : H3_QKV_UNSTATED;
         if (m == H3_QKV_UNSTATED)
-            return fail(err, errlen, "%s: __metadata__ qkv_layout '%s' is unknown (expected 'grouped' or 'stacked')",
-                        f->path, lay);
+            return h3_seterr(err, errlen,
+                             "%s: __metadata__ qkv_layout '%s' is unknown (expected 'grouped' or 'stacked')", f->path,
+                             lay);
         if (given != H3_QKV_UNSTATED && given != m)
-            return fail(err, errlen, "%s: --qkv-layout %s contradicts its __metadata__ qkv_layout '%s'", f->path, g,
-                        lay);
+            return h3_seterr(err, errlen, "%s: --qkv-layout %s contradicts its __metadata__ qkv_layout '%s'", f->path,
+                             g, lay);
         *order = m;
         snprintf(why, whylen, "%s (__metadata__ qkv_layout)%s", lay, m == H3_QKV_STACKED ? ", grouped at load" : "");
         return 0;
@@ -617,11 +611,11 @@ int h3_ckpt_qkv(const h3_ckpt *c, h3_qkv_order given, h3_qkv_order *order, char 
         snprintf(why, whylen, "grouped (an index file with our names: the MiniMaxAI shards, grouped per head)");
         return 0;
     }
-    return fail(err, errlen,
-                "%s: the row order of '%s' is not stated (no __metadata__ qkv_layout, no index file): pass "
-                "--qkv-layout grouped (MiniMaxAI shards, extract_block files) or stacked (single-file checkpoints "
-                "such as Comfy-Org's)",
-                c->path, c->name[H3_T_QKV]);
+    return h3_seterr(err, errlen,
+                     "%s: the row order of '%s' is not stated (no __metadata__ qkv_layout, no index file): pass "
+                     "--qkv-layout grouped (MiniMaxAI shards, extract_block files) or stacked (single-file checkpoints "
+                     "such as Comfy-Org's)",
+                     c->path, c->name[H3_T_QKV]);
 }
 
 int h3_ckpt_read(const h3_ckpt *c, const h3_config *cfg, h3_qkv_order order, uint16_t *const dst[H3_T_COUNT],

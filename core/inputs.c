@@ -23,11 +23,11 @@
 #include "inputs.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errmsg.h"
 #include "numerics.h"
 #include "rng.h"
 #include "safetensors.h"
@@ -38,15 +38,6 @@
 #define GRID_H 15
 #define GRID_W 27
 #define REF_AREA 576.0 /* 24 x 24 */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void h3_inputs_free(h3_inputs *in)
 {
@@ -67,7 +58,7 @@ static int alloc_inputs(const h3_config *cfg, int S, h3_inputs *in, const char *
     in->tags = malloc((size_t)S * sizeof *in->tags);
     in->pos = malloc((size_t)S * 3 * sizeof *in->pos);
     if (!in->x || !in->temb || !in->tags || !in->pos) {
-        seterr(err, errlen, "%s: out of host memory for %d tokens", who, S);
+        h3_seterr(err, errlen, "%s: out of host memory for %d tokens", who, S);
         h3_inputs_free(in);
         return ST_ERR_RESOURCE;
     }
@@ -128,11 +119,12 @@ int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile pro
     if (err && errlen) err[0] = 0;
     if (h3_config_validate(cfg, err, errlen) != 0) return -1;
     if (S < 1) {
-        seterr(err, errlen, "default inputs: %d tokens, need at least 1", S);
+        h3_seterr(err, errlen, "default inputs: %d tokens, need at least 1", S);
         return -1;
     }
     if (cfg->modalities < 3) {
-        seterr(err, errlen, "default inputs: need 3 modalities (video, text, audio), config has %d", cfg->modalities);
+        h3_seterr(err, errlen, "default inputs: need 3 modalities (video, text, audio), config has %d",
+                  cfg->modalities);
         return -1;
     }
     int n_text = (int)lround((double)S * REF_TEXT / REF_S), n_audio = (int)lround((double)S * REF_AUDIO / REF_S);
@@ -169,7 +161,7 @@ int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile pro
     if (profile == H3_PROFILE_MODEL) {
         if (model_hidden_states(cfg, S, seed, in->x) != 0) {
             h3_inputs_free(in);
-            seterr(err, errlen, "default inputs: out of host memory for the channel statistics");
+            h3_seterr(err, errlen, "default inputs: out of host memory for the channel statistics");
             return ST_ERR_RESOURCE;
         }
     } else {
@@ -186,7 +178,7 @@ int h3_inputs_default(const h3_config *cfg, int S, uint64_t seed, h3_profile pro
 static const st_tensor *need(const st_file *f, const char *name, char *err, size_t errlen)
 {
     const st_tensor *t = st_find(f, name);
-    if (!t) seterr(err, errlen, "%s: tensor '%s' is missing", f->path, name);
+    if (!t) h3_seterr(err, errlen, "%s: tensor '%s' is missing", f->path, name);
     return t;
 }
 
@@ -201,15 +193,15 @@ static int check_shape(const st_file *f, const st_tensor *t, int rank, const int
         snprintf(got + strlen(got), sizeof got - strlen(got), d ? ", %lld" : "%lld", (long long)t->shape[d]);
     for (int d = 0; d < rank; d++)
         snprintf(want + strlen(want), sizeof want - strlen(want), d ? ", %lld" : "%lld", (long long)shape[d]);
-    seterr(err, errlen, "%s: tensor '%s': shape %s], expected %s] (%s)", f->path, t->name, got, want, why);
+    h3_seterr(err, errlen, "%s: tensor '%s': shape %s], expected %s] (%s)", f->path, t->name, got, want, why);
     return -1;
 }
 
 static int check_dtype(const st_file *f, const st_tensor *t, st_dtype want, char *err, size_t errlen)
 {
     if (t->dtype == want) return 0;
-    seterr(err, errlen, "%s: tensor '%s': dtype %s, expected %s", f->path, t->name, st_dtype_name(t->dtype),
-           st_dtype_name(want));
+    h3_seterr(err, errlen, "%s: tensor '%s': dtype %s, expected %s", f->path, t->name, st_dtype_name(t->dtype),
+              st_dtype_name(want));
     return -1;
 }
 
@@ -228,8 +220,8 @@ int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *
         goto fail;
     if (check_dtype(&f, tx, ST_BF16, err, errlen)) goto fail;
     if (tx->rank != 2 || tx->shape[0] < 1 || tx->shape[0] > INT32_MAX) {
-        seterr(err, errlen, "%s: tensor 'x': rank %d%s, expected [S][%d] with 1 <= S < 2^31", path, tx->rank,
-               tx->rank == 2 ? " with a token count out of range" : "", cfg->hidden);
+        h3_seterr(err, errlen, "%s: tensor 'x': rank %d%s, expected [S][%d] with 1 <= S < 2^31", path, tx->rank,
+                  tx->rank == 2 ? " with a token count out of range" : "", cfg->hidden);
         goto fail;
     }
     const int S = (int)tx->shape[0];
@@ -241,7 +233,8 @@ int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *
     snprintf(why, sizeof why, "S = %d from 'x'", S);
     if (check_shape(&f, tg, 1, (int64_t[]){S}, why, err, errlen)) goto fail;
     if (tg->dtype != ST_I32 && tg->dtype != ST_U8 && tg->dtype != ST_I64) {
-        seterr(err, errlen, "%s: tensor 'tags': dtype %s, expected I32 (or U8, I64)", path, st_dtype_name(tg->dtype));
+        h3_seterr(err, errlen, "%s: tensor 'tags': dtype %s, expected I32 (or U8, I64)", path,
+                  st_dtype_name(tg->dtype));
         goto fail;
     }
     if (check_dtype(&f, tp, ST_F32, err, errlen) || check_shape(&f, tp, 2, (int64_t[]){S, 3}, why, err, errlen))
@@ -263,22 +256,23 @@ int h3_inputs_load(const char *path, const h3_config *cfg, h3_inputs *in, char *
             memcpy(&v, (const uint8_t *)tg->data + 8 * (size_t)i, 8);
         }
         if (v < 0 || v >= cfg->modalities) {
-            seterr(err, errlen, "%s: tensor 'tags': token %d has tag %lld, expected 0..%d (0 video, 1 text, 2 audio)",
-                   path, i, (long long)v, cfg->modalities - 1);
+            h3_seterr(err, errlen,
+                      "%s: tensor 'tags': token %d has tag %lld, expected 0..%d (0 video, 1 text, 2 audio)", path, i,
+                      (long long)v, cfg->modalities - 1);
             goto fail_free;
         }
         in->tags[i] = (int32_t)v;
     }
     for (int j = 0; j < cfg->temb; j++)
         if (!isfinite(in->temb[j])) {
-            seterr(err, errlen, "%s: tensor 'temb': element %d is %g", path, j, (double)in->temb[j]);
+            h3_seterr(err, errlen, "%s: tensor 'temb': element %d is %g", path, j, (double)in->temb[j]);
             goto fail_free;
         }
     for (int i = 0; i < S; i++)
         for (int d = 0; d < 3; d++)
             if (!isfinite(in->pos[3 * i + d])) {
-                seterr(err, errlen, "%s: tensor 'positions': token %d, axis %d is %g", path, i, d,
-                       (double)in->pos[3 * i + d]);
+                h3_seterr(err, errlen, "%s: tensor 'positions': token %d, axis %d is %g", path, i, d,
+                          (double)in->pos[3 * i + d]);
                 goto fail_free;
             }
     count_tags(in);
@@ -295,7 +289,7 @@ int h3_inputs_save(const char *path, const h3_config *cfg, const h3_inputs *in, 
 {
     if (err && errlen) err[0] = 0;
     if (in->S < 1 || !in->x || !in->temb || !in->tags || !in->pos) {
-        seterr(err, errlen, "%s: inputs are empty", path);
+        h3_seterr(err, errlen, "%s: inputs are empty", path);
         return -1;
     }
     const int64_t S = in->S;

@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errmsg.h"
+
 /* ------------------------------------------------------------------ dtypes */
 
 static const struct {
@@ -89,15 +91,6 @@ static const char *tensor_bytes(const int64_t *shape, int rank, st_dtype dtype, 
 int64_t st_numel(const st_tensor *t) { return numel_checked(t->shape, t->rank); }
 
 /* ------------------------------------------------------------------ errors */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Length of the valid UTF-8 sequence at s (avail >= 1 bytes; 1 for ASCII),
  * or 0: strict as the official reader (serde_json) is, so no overlong forms,
@@ -539,31 +532,31 @@ static const char *parse_entry(json_object *v, int n_fields_text, uint64_t data_
 static int parse_metadata(st_file *f, json_object *v, int n_text, char *err, size_t errlen)
 {
     if (json_object_get_type(v) != json_type_object) {
-        seterr(err, errlen, "%s: __metadata__ is not an object", f->path);
+        h3_seterr(err, errlen, "%s: __metadata__ is not an object", f->path);
         return -1;
     }
     if (n_text != json_object_object_length(v)) {
-        seterr(err, errlen, "%s: __metadata__ has a duplicate key", f->path);
+        h3_seterr(err, errlen, "%s: __metadata__ has a duplicate key", f->path);
         return -1;
     }
     int n = json_object_object_length(v);
     f->meta_keys = calloc((size_t)n + 1, sizeof(char *));
     f->meta_vals = calloc((size_t)n + 1, sizeof(char *));
     if (!f->meta_keys || !f->meta_vals) {
-        seterr(err, errlen, "%s: out of memory", f->path);
+        h3_seterr(err, errlen, "%s: out of memory", f->path);
         return ST_ERR_RESOURCE;
     }
     json_object_object_foreach(v, key, val)
     {
         if (json_object_get_type(val) != json_type_string) {
-            seterr(err, errlen, "%s: __metadata__ '%s' is not a string", f->path, st_quote(key).s);
+            h3_seterr(err, errlen, "%s: __metadata__ '%s' is not a string", f->path, st_quote(key).s);
             return -1;
         }
         f->meta_keys[f->n_meta] = strdup(key);
         f->meta_vals[f->n_meta] = strdup(json_object_get_string(val));
         f->n_meta++;
         if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
-            seterr(err, errlen, "%s: out of memory", f->path);
+            h3_seterr(err, errlen, "%s: out of memory", f->path);
             return ST_ERR_RESOURCE;
         }
     }
@@ -579,7 +572,7 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     int n_all = json_object_object_length(root);
     f->tensors = calloc((size_t)n_all + 1, sizeof *f->tensors);
     if (!f->tensors) {
-        seterr(err, errlen, "%s: out of memory", p);
+        h3_seterr(err, errlen, "%s: out of memory", p);
         return ST_ERR_RESOURCE;
     }
     char buf[320];
@@ -594,13 +587,13 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
         }
         st_tensor *t = &f->tensors[f->n_tensors];
         if (!(t->name = strdup(key))) {
-            seterr(err, errlen, "%s: out of memory", p);
+            h3_seterr(err, errlen, "%s: out of memory", p);
             return ST_ERR_RESOURCE;
         }
         f->n_tensors++;
         const char *e = parse_entry(val, n_text, f->data_size, t, buf, sizeof buf);
         if (e) {
-            seterr(err, errlen, "%s: tensor '%s': %s", p, st_quote(key).s, e);
+            h3_seterr(err, errlen, "%s: tensor '%s': %s", p, st_quote(key).s, e);
             return -1;
         }
     }
@@ -613,23 +606,24 @@ static int parse_tensors(st_file *f, json_object *root, const jscan *js, char *e
     for (int i = 0; i < f->n_tensors; i++) {
         const st_tensor *t = &f->tensors[i];
         if (t->begin < cursor) {
-            seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu) overlap '%s'", p, st_quote(t->name).s,
-                   (unsigned long long)t->begin, (unsigned long long)t->end, st_quote(last->name).s);
+            h3_seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu) overlap '%s'", p, st_quote(t->name).s,
+                      (unsigned long long)t->begin, (unsigned long long)t->end, st_quote(last->name).s);
             return -1;
         }
         if (t->begin > cursor) {
-            seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu) leave a gap: bytes [%llu, %llu) belong to no tensor",
-                   p, st_quote(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end,
-                   (unsigned long long)cursor, (unsigned long long)t->begin);
+            h3_seterr(err, errlen,
+                      "%s: tensor '%s': data_offsets [%llu, %llu) leave a gap: bytes [%llu, %llu) belong to no tensor",
+                      p, st_quote(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end,
+                      (unsigned long long)cursor, (unsigned long long)t->begin);
             return -1;
         }
         if (t->end > cursor || !last) last = t;
         cursor = t->end;
     }
     if (cursor != f->data_size) {
-        seterr(err, errlen, "%s: %llu trailing data bytes [%llu, %llu) belong to no tensor", p,
-               (unsigned long long)(f->data_size - cursor), (unsigned long long)cursor,
-               (unsigned long long)f->data_size);
+        h3_seterr(err, errlen, "%s: %llu trailing data bytes [%llu, %llu) belong to no tensor", p,
+                  (unsigned long long)(f->data_size - cursor), (unsigned long long)cursor,
+                  (unsigned long long)f->data_size);
         return -1;
     }
     return 0;
@@ -661,11 +655,11 @@ static int open_regular(const char *path, struct stat *sb, char *err, size_t err
 {
     const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        h3_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
-        seterr(err, errlen, "%s: not a regular file", path);
+        h3_seterr(err, errlen, "%s: not a regular file", path);
         close(fd);
         return -1;
     }
@@ -685,19 +679,19 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     char *hdr = NULL; /* [n] the header as read first, before any data byte */
 
     if (!(f->path = strdup(path))) {
-        seterr(err, errlen, "%s: out of memory", path);
+        h3_seterr(err, errlen, "%s: out of memory", path);
         return ST_ERR_RESOURCE;
     }
     struct stat sb;
     if ((fd = open_regular(path, &sb, err, errlen)) < 0) goto out;
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8) {
-        seterr(err, errlen, "%s: file too short (%llu bytes; the header length alone takes 8)", path,
-               (unsigned long long)size);
+        h3_seterr(err, errlen, "%s: file too short (%llu bytes; the header length alone takes 8)", path,
+                  (unsigned long long)size);
         goto out;
     }
     if (size > SIZE_MAX - DATA_ALIGN) {
-        seterr(err, errlen, "%s: file too large to map", path);
+        h3_seterr(err, errlen, "%s: file too large to map", path);
         goto out;
     }
     /* 1. The header length and the header, alone: a bad one is refused at
@@ -705,7 +699,7 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
      * with a zero length takes no memory and no time). */
     uint8_t len8[8];
     if (pread_full(fd, len8, 8, 0) != 8) {
-        seterr(err, errlen, "%s: file changed while reading (the header length)", path);
+        h3_seterr(err, errlen, "%s: file changed while reading (the header length)", path);
         goto out;
     }
     uint64_t n = 0;
@@ -715,35 +709,36 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
      * a text file's first 8 bytes read as one are ~10^18. Past only one of
      * them, it may be a real header (a huge one, or a file cut short). */
     if (n > ST_MAX_HEADER && n > size - 8) {
-        seterr(err, errlen, "%s: not a safetensors file (its first 8 bytes are not a plausible header length)", path);
+        h3_seterr(err, errlen, "%s: not a safetensors file (its first 8 bytes are not a plausible header length)",
+                  path);
         goto out;
     }
     if (n > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header length %llu exceeds the %u-byte limit", path, (unsigned long long)n,
-               ST_MAX_HEADER);
+        h3_seterr(err, errlen, "%s: header length %llu exceeds the %u-byte limit", path, (unsigned long long)n,
+                  ST_MAX_HEADER);
         goto out;
     }
     if (n > size - 8) {
-        seterr(err, errlen, "%s: header length %llu runs past the end of the file (%llu bytes)", path,
-               (unsigned long long)n, (unsigned long long)size);
+        h3_seterr(err, errlen, "%s: header length %llu runs past the end of the file (%llu bytes)", path,
+                  (unsigned long long)n, (unsigned long long)size);
         goto out;
     }
     if (n == 0) {
-        seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
+        h3_seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
         goto out;
     }
     if (!(hdr = malloc((size_t)n))) {
-        seterr(err, errlen, "%s: out of memory for the %llu-byte header", path, (unsigned long long)n);
+        h3_seterr(err, errlen, "%s: out of memory for the %llu-byte header", path, (unsigned long long)n);
         rc = ST_ERR_RESOURCE;
         goto out;
     }
     if (pread_full(fd, hdr, (size_t)n, 8) != (ssize_t)n) {
-        seterr(err, errlen, "%s: file changed while reading (the header)", path);
+        h3_seterr(err, errlen, "%s: file changed while reading (the header)", path);
         goto out;
     }
     f->data_size = size - 8 - n;
     if (hdr[0] != '{') {
-        seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
+        h3_seterr(err, errlen, "%s: header is not a JSON object (first byte must be '{')", path);
         goto out;
     }
 
@@ -751,13 +746,13 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     js.n = (size_t)n;
     int top_count = 0;
     if (!scan_header(&js, &top_count)) {
-        seterr(err, errlen, "%s: invalid JSON header at byte %zu: %s", path, js.at, js.msg);
+        h3_seterr(err, errlen, "%s: invalid JSON header at byte %zu: %s", path, js.at, js.msg);
         if (js.oom) rc = ST_ERR_RESOURCE;
         goto out;
     }
     tok = json_tokener_new_ex(SCAN_MAX_DEPTH + 4);
     if (!tok) {
-        seterr(err, errlen, "%s: out of memory", path);
+        h3_seterr(err, errlen, "%s: out of memory", path);
         rc = ST_ERR_RESOURCE;
         goto out;
     }
@@ -765,13 +760,13 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     root = json_tokener_parse_ex(tok, hdr, (int)n);
     enum json_tokener_error je = json_tokener_get_error(tok);
     if (!root || je != json_tokener_success || json_object_get_type(root) != json_type_object) {
-        seterr(err, errlen, "%s: invalid JSON header at byte %zu: %s", path, json_tokener_get_parse_end(tok),
-               je == json_tokener_success ? "not an object" : json_tokener_error_desc(je));
+        h3_seterr(err, errlen, "%s: invalid JSON header at byte %zu: %s", path, json_tokener_get_parse_end(tok),
+                  je == json_tokener_success ? "not an object" : json_tokener_error_desc(je));
         goto out;
     }
     if (top_count != json_object_object_length(root)) {
         char *dup = find_duplicate_key(&js);
-        seterr(err, errlen, "%s: tensor '%s': duplicate name in the header", path, dup ? st_quote(dup).s : "?");
+        h3_seterr(err, errlen, "%s: tensor '%s': duplicate name in the header", path, dup ? st_quote(dup).s : "?");
         free(dup);
         goto out;
     }
@@ -788,8 +783,8 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     const size_t shift = (DATA_ALIGN - (size_t)(8 + n) % DATA_ALIGN) % DATA_ALIGN;
     void *m = mmap(NULL, (size_t)size + shift, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
-        seterr(err, errlen, "%s: cannot allocate %llu bytes for the file: %s", path, (unsigned long long)size,
-               strerror(errno));
+        h3_seterr(err, errlen, "%s: cannot allocate %llu bytes for the file: %s", path, (unsigned long long)size,
+                  strerror(errno));
         rc = ST_ERR_RESOURCE;
         goto out;
     }
@@ -799,8 +794,8 @@ static int open_file(const char *path, st_file *f, bool header_only, char *err, 
     f->map_size = (size_t)size;
     const ssize_t got = pread_full(fd, f->map, (size_t)size, 0);
     if (got != (ssize_t)size || memcmp(f->map, len8, 8) != 0 || memcmp((char *)f->map + 8, hdr, (size_t)n) != 0) {
-        seterr(err, errlen, "%s: file changed while reading (%lld of %llu bytes read%s%s)", path, (long long)got,
-               (unsigned long long)size, got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
+        h3_seterr(err, errlen, "%s: file changed while reading (%lld of %llu bytes read%s%s)", path, (long long)got,
+                  (unsigned long long)size, got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
         goto out;
     }
     mprotect(m, f->mem_size, PROT_READ);
@@ -847,18 +842,18 @@ int st_fingerprint(const char *path, uint64_t *size, uint64_t *hash, char *err, 
     if (pl < 5 || strcmp(path + pl - 5, ".json")) {
         uint8_t len8[8];
         if (pread_full(fd, len8, 8, 0) != 8) {
-            seterr(err, errlen, "%s: file too short for a header length", path);
+            h3_seterr(err, errlen, "%s: file too short for a header length", path);
             goto out;
         }
         n = 0;
         for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
         if (n > ST_MAX_HEADER || n > *size - 8) {
-            seterr(err, errlen, "%s: not a safetensors header", path);
+            h3_seterr(err, errlen, "%s: not a safetensors header", path);
             goto out;
         }
         n += 8;
     } else if (n > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: index larger than %u bytes", path, ST_MAX_HEADER);
+        h3_seterr(err, errlen, "%s: index larger than %u bytes", path, ST_MAX_HEADER);
         goto out;
     }
     uint8_t buf[1 << 16];
@@ -866,7 +861,7 @@ int st_fingerprint(const char *path, uint64_t *size, uint64_t *hash, char *err, 
     for (uint64_t at = 0; at < n;) {
         const size_t k = n - at < sizeof buf ? (size_t)(n - at) : sizeof buf;
         if (pread_full(fd, buf, k, (off_t)at) != (ssize_t)k) {
-            seterr(err, errlen, "%s: file changed while reading", path);
+            h3_seterr(err, errlen, "%s: file changed while reading", path);
             goto out;
         }
         h = st_fnv1a64(h, buf, k);
@@ -882,13 +877,13 @@ out:
 int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *dst, char *err, size_t errlen)
 {
     if (off > t->end - t->begin || n > t->end - t->begin - off) {
-        seterr(err, errlen, "%s: tensor '%s': reading bytes [%llu, %llu) of its %llu", f->path, st_quote(t->name).s,
-               (unsigned long long)off, (unsigned long long)(off + n), (unsigned long long)(t->end - t->begin));
+        h3_seterr(err, errlen, "%s: tensor '%s': reading bytes [%llu, %llu) of its %llu", f->path, st_quote(t->name).s,
+                  (unsigned long long)off, (unsigned long long)(off + n), (unsigned long long)(t->end - t->begin));
         return -1;
     }
     int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
+        h3_seterr(err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
         return -1;
     }
     /* The header was validated against the file's size then; a file of
@@ -899,11 +894,11 @@ int st_read(const st_file *f, const st_tensor *t, uint64_t off, size_t n, void *
     int rc = -1;
     ssize_t got = 0;
     if (st != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size) {
-        seterr(err, errlen, "%s: file changed since its header was read (%llu bytes, now %lld)", f->path,
-               (unsigned long long)size, st == 0 ? (long long)sb.st_size : -1LL);
+        h3_seterr(err, errlen, "%s: file changed since its header was read (%llu bytes, now %lld)", f->path,
+                  (unsigned long long)size, st == 0 ? (long long)sb.st_size : -1LL);
     } else if ((got = pread_full(fd, dst, n, (off_t)(8 + f->header_len + t->begin + off))) != (ssize_t)n) {
-        seterr(err, errlen, "%s: tensor '%s': file changed while reading%s%s", f->path, st_quote(t->name).s,
-               got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
+        h3_seterr(err, errlen, "%s: tensor '%s': file changed while reading%s%s", f->path, st_quote(t->name).s,
+                  got < 0 ? ": " : "", got < 0 ? strerror(errno) : "");
     } else {
         rc = 0;
     }
@@ -1040,12 +1035,12 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
 {
     if (err && errlen) err[0] = 0;
     if (n < 0 || n_meta < 0 || (n > 0 && !decls) || (n_meta > 0 && !meta_kv)) {
-        seterr(err, errlen, "%s: bad arguments to st_writer_open", path);
+        h3_seterr(err, errlen, "%s: bad arguments to st_writer_open", path);
         return NULL;
     }
     struct stat sb; /* the rename would replace a device or FIFO with a file */
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        seterr(err, errlen, "%s: exists and is not a regular file (not replaced)", path);
+        h3_seterr(err, errlen, "%s: exists and is not a regular file (not replaced)", path);
         return NULL;
     }
     sbuf b = {0};
@@ -1056,12 +1051,12 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
         for (int i = 0; i < n_meta; i++) {
             const char *k = meta_kv[2 * i], *v = meta_kv[2 * i + 1];
             if (!k || !v || !utf8_ok(k) || !utf8_ok(v)) {
-                seterr(err, errlen, "%s: __metadata__ entry %d is NULL or not UTF-8", path, i);
+                h3_seterr(err, errlen, "%s: __metadata__ entry %d is NULL or not UTF-8", path, i);
                 goto fail;
             }
             for (int j = 0; j < i; j++)
                 if (strcmp(meta_kv[2 * j], k) == 0) {
-                    seterr(err, errlen, "%s: __metadata__ key '%s' given twice", path, st_quote(k).s);
+                    h3_seterr(err, errlen, "%s: __metadata__ key '%s' given twice", path, st_quote(k).s);
                     goto fail;
                 }
             if (i) sb_str(&b, ",");
@@ -1074,23 +1069,23 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
     for (int i = 0; i < n; i++) {
         const st_decl *d = &decls[i];
         if (!d->name || !utf8_ok(d->name) || strcmp(d->name, "__metadata__") == 0) {
-            seterr(err, errlen, "%s: tensor %d: name is NULL, not UTF-8 or reserved", path, i);
+            h3_seterr(err, errlen, "%s: tensor %d: name is NULL, not UTF-8 or reserved", path, i);
             goto fail;
         }
         for (int j = 0; j < i; j++)
             if (strcmp(decls[j].name, d->name) == 0) {
-                seterr(err, errlen, "%s: tensor '%s': declared twice", path, st_quote(d->name).s);
+                h3_seterr(err, errlen, "%s: tensor '%s': declared twice", path, st_quote(d->name).s);
                 goto fail;
             }
         if ((unsigned)d->dtype >= ST_DTYPE_COUNT || d->rank < 0 || d->rank > ST_MAX_RANK) {
-            seterr(err, errlen, "%s: tensor '%s': bad dtype or rank", path, st_quote(d->name).s);
+            h3_seterr(err, errlen, "%s: tensor '%s': bad dtype or rank", path, st_quote(d->name).s);
             goto fail;
         }
         uint64_t bytes;
         const char *why = tensor_bytes(d->shape, d->rank, d->dtype, &bytes);
         if (why || bytes > UINT64_MAX - total) {
-            seterr(err, errlen, "%s: tensor '%s': %s", path, st_quote(d->name).s,
-                   why ? why : "the data region's size overflows 64 bits");
+            h3_seterr(err, errlen, "%s: tensor '%s': %s", path, st_quote(d->name).s,
+                      why ? why : "the data region's size overflows 64 bits");
             goto fail;
         }
         sb_str(&b, (n_meta > 0 || i > 0) ? "," : "");
@@ -1104,11 +1099,11 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
     sb_str(&b, "}");
     while (b.n % 8) sb_str(&b, " "); /* data region starts 8-aligned, like the official writer */
     if (b.oom) {
-        seterr(err, errlen, "%s: out of memory", path);
+        h3_seterr(err, errlen, "%s: out of memory", path);
         goto fail;
     }
     if (b.n > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header of %zu bytes exceeds the %u-byte limit", path, b.n, ST_MAX_HEADER);
+        h3_seterr(err, errlen, "%s: header of %zu bytes exceeds the %u-byte limit", path, b.n, ST_MAX_HEADER);
         goto fail;
     }
 
@@ -1116,7 +1111,7 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
     size_t tl = strlen(path) + 32;
     if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(tl))) {
         if (w) writer_free(w);
-        seterr(err, errlen, "%s: out of memory", path);
+        h3_seterr(err, errlen, "%s: out of memory", path);
         goto fail;
     }
     static unsigned serial; /* distinct temp names for writers open at once */
@@ -1124,7 +1119,7 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
     w->total = total;
     int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0 || !(w->fp = fdopen(fd, "wb"))) {
-        seterr(err, errlen, "%s: cannot create %s: %s", path, w->tmp, strerror(errno));
+        h3_seterr(err, errlen, "%s: cannot create %s: %s", path, w->tmp, strerror(errno));
         if (fd >= 0) close(fd);
         remove(w->tmp);
         writer_free(w);
@@ -1133,7 +1128,7 @@ st_writer *st_writer_open(const char *path, const st_decl *decls, int n, const c
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)b.n >> (8 * i));
     if (fwrite(len8, 1, 8, w->fp) != 8 || fwrite(b.s, 1, b.n, w->fp) != b.n) {
-        seterr(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        h3_seterr(err, errlen, "%s: write failed: %s", path, strerror(errno));
         writer_fail(w);
         writer_free(w);
         goto fail;
@@ -1150,17 +1145,17 @@ fail:
 int st_writer_write(st_writer *w, const void *bytes, size_t n, char *err, size_t errlen)
 {
     if (w->failed) {
-        seterr(err, errlen, "%s: write after an earlier error", w->path);
+        h3_seterr(err, errlen, "%s: write after an earlier error", w->path);
         return -1;
     }
     if (n > w->total - w->written) {
-        seterr(err, errlen, "%s: writing %zu bytes at offset %llu goes past the %llu declared data bytes", w->path, n,
-               (unsigned long long)w->written, (unsigned long long)w->total);
+        h3_seterr(err, errlen, "%s: writing %zu bytes at offset %llu goes past the %llu declared data bytes", w->path,
+                  n, (unsigned long long)w->written, (unsigned long long)w->total);
         writer_fail(w);
         return -1;
     }
     if (n && fwrite(bytes, 1, n, w->fp) != n) {
-        seterr(err, errlen, "%s: write failed: %s", w->path, strerror(errno));
+        h3_seterr(err, errlen, "%s: write failed: %s", w->path, strerror(errno));
         writer_fail(w);
         return -1;
     }
@@ -1172,19 +1167,19 @@ int st_writer_close(st_writer *w, char *err, size_t errlen)
 {
     int rc = -1;
     if (w->failed) {
-        seterr(err, errlen, "%s: not written (an earlier write failed)", w->path);
+        h3_seterr(err, errlen, "%s: not written (an earlier write failed)", w->path);
     } else if (w->written != w->total) {
-        seterr(err, errlen, "%s: only %llu of the %llu declared data bytes were written", w->path,
-               (unsigned long long)w->written, (unsigned long long)w->total);
+        h3_seterr(err, errlen, "%s: only %llu of the %llu declared data bytes were written", w->path,
+                  (unsigned long long)w->written, (unsigned long long)w->total);
         writer_fail(w);
     } else {
         FILE *fp = w->fp;
         w->fp = NULL;
         if (fclose(fp) != 0) { /* flushes; a full disk shows up here */
-            seterr(err, errlen, "%s: write failed: %s", w->path, strerror(errno));
+            h3_seterr(err, errlen, "%s: write failed: %s", w->path, strerror(errno));
             remove(w->tmp);
         } else if (rename(w->tmp, w->path) != 0) {
-            seterr(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
+            h3_seterr(err, errlen, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
             remove(w->tmp);
         } else {
             rc = 0;
@@ -1205,12 +1200,12 @@ int st_write(const char *path, const st_write_tensor *t, int n, const char *cons
              size_t errlen)
 {
     if (n < 0 || (n > 0 && !t)) {
-        seterr(err, errlen, "%s: bad arguments to st_write", path);
+        h3_seterr(err, errlen, "%s: bad arguments to st_write", path);
         return -1;
     }
     st_decl *d = calloc((size_t)n + 1, sizeof *d);
     if (!d) {
-        seterr(err, errlen, "%s: out of memory", path);
+        h3_seterr(err, errlen, "%s: out of memory", path);
         return -1;
     }
     for (int i = 0; i < n; i++) d[i] = t[i].decl;
@@ -1222,7 +1217,7 @@ int st_write(const char *path, const st_write_tensor *t, int n, const char *cons
         tensor_bytes(t[i].decl.shape, t[i].decl.rank, t[i].decl.dtype, &nb);
         const size_t bytes = (size_t)nb;
         if (bytes && !t[i].data) {
-            seterr(err, errlen, "%s: tensor '%s': data is NULL", path, st_quote(t[i].decl.name).s);
+            h3_seterr(err, errlen, "%s: tensor '%s': data is NULL", path, st_quote(t[i].decl.name).s);
             st_writer_abort(w);
             return -1;
         }
