@@ -38,12 +38,8 @@
 #include "sm90_layout.cuh"
 #include "sm90_pipeline.cuh"
 #include "sm90_softmax.cuh"
+#include "sm90_tmap.cuh"
 #include "sm90_wgmma.cuh"
-
-extern "C" CUresult h3k_tensor_map_encode_tiled(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 /* The loop's options (bits of the lab kernel's kF template parameter). */
 enum : unsigned {
@@ -609,17 +605,6 @@ const LabVariant *find(int number)
     return nullptr;
 }
 
-int make_tmap(CUtensorMap *m, const void *ptr, uint64_t inner, uint64_t rows, uint32_t box_rows)
-{
-    const cuuint64_t dims[2] = {inner, rows};
-    const cuuint64_t strides[1] = {inner};
-    const cuuint32_t box[2] = {128, box_rows};
-    const cuuint32_t estr[2] = {1, 1};
-    CUresult r = h3k_tensor_map_encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(ptr), dims, strides,
-                                             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? 0 : (int)cudaErrorInvalidValue;
-}
 } // namespace
 
 extern "C" const char *h3lab_attn_sm90_name(int variant)
