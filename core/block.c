@@ -16,14 +16,6 @@
 
 #include "errmsg.h"
 
-static void fmt_shape(char *buf, size_t n, int rank, const int64_t *shape)
-{
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, n - o, "[");
-    for (int k = 0; k < rank && o < n; k++) o += (size_t)snprintf(buf + o, n - o, k ? ", %lld" : "%lld", (long long)shape[k]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-}
-
 /* Where each config field was read from, for error messages. */
 typedef struct {
     char hidden[160], head_dim[160], heads[200], ffn[160], temb[160], modalities[200];
@@ -87,18 +79,14 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
             goto fail;
         }
         if (x->rank != need[k].rank) {
-            char sh[96];
-            fmt_shape(sh, sizeof sh, x->rank, x->shape);
-            h3_seterr(err, errlen, "%s: tensor '%s': shape %s has rank %d, expected rank %d", where[i], full[i], sh,
-                      x->rank, need[k].rank);
+            h3_seterr(err, errlen, "%s: tensor '%s': shape %s has rank %d, expected rank %d", where[i], full[i],
+                      st_shape_text(x->rank, x->shape).s, x->rank, need[k].rank);
             goto fail;
         }
         for (int d = 0; d < x->rank; d++)
             if (x->shape[d] <= 0 || x->shape[d] > INT32_MAX) {
-                char sh[96];
-                fmt_shape(sh, sizeof sh, x->rank, x->shape);
                 h3_seterr(err, errlen, "%s: tensor '%s': shape %s has a zero or too large dimension", where[i], full[i],
-                          sh);
+                          st_shape_text(x->rank, x->shape).s);
                 goto fail;
             }
     }
@@ -162,15 +150,13 @@ int h3_block_load_with(const char *path, const h3_load_options *opt, h3_block *b
             case H3_T_ADALN_W: why[0] = pv.modalities; why[1] = pv.hidden; why[2] = pv.temb; break;
             case H3_T_ADALN_B: why[0] = pv.modalities; why[1] = pv.hidden; break;
             }
-            char got[96], want[96], because[700] = "";
-            fmt_shape(got, sizeof got, t[i]->rank, t[i]->shape);
-            fmt_shape(want, sizeof want, spec[i].rank, spec[i].shape);
+            char because[700] = "";
             for (int k = 0; k < 4 && why[k]; k++) {
                 size_t o = strlen(because);
                 snprintf(because + o, sizeof because - o, "%s%s", k ? ", " : "", why[k]);
             }
-            h3_seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", where[i], full[i], got, want,
-                      because);
+            h3_seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", where[i], full[i],
+                      st_shape_text(t[i]->rank, t[i]->shape).s, st_shape_text(spec[i].rank, spec[i].shape).s, because);
             goto fail;
         }
     }

@@ -413,14 +413,6 @@ static int in_block(const h3_ckpt *c, int k, const char **rest)
     return 1;
 }
 
-static void fmt_shape(const st_tensor *t, char *buf, size_t n)
-{
-    size_t o = (size_t)snprintf(buf, n, "[");
-    for (int k = 0; k < t->rank && o < n; k++)
-        o += (size_t)snprintf(buf + o, n - o, k ? ", %lld" : "%lld", (long long)t->shape[k]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-}
-
 /* Maps the block's tensors to ours, opening the shards that hold them. */
 static int map_block(h3_ckpt *c, char *err, size_t errlen)
 {
@@ -492,11 +484,9 @@ static int map_block(h3_ckpt *c, char *err, size_t errlen)
             for (int p = 1; p < 3; p++) {
                 const st_tensor *x = c->src[i][p];
                 if (x->dtype != q->dtype || x->rank != q->rank || memcmp(x->shape, q->shape, sizeof q->shape)) {
-                    char a[96], b[96];
-                    fmt_shape(x, a, sizeof a);
-                    fmt_shape(q, b, sizeof b);
                     return h3_seterr(err, errlen, "%s: tensor '%s': %s %s, but '%s' is %s %s", c->src_file[i][p]->path,
-                                     x->name, st_dtype_name(x->dtype), a, q->name, st_dtype_name(q->dtype), b);
+                                     x->name, st_dtype_name(x->dtype), st_shape_text(x->rank, x->shape).s, q->name,
+                                     st_dtype_name(q->dtype), st_shape_text(q->rank, q->shape).s);
                 }
             }
             if (q->rank >= 1 && q->shape[0] <= INT32_MAX) c->view[i].shape[0] = 3 * q->shape[0];

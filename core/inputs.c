@@ -188,12 +188,8 @@ static int check_shape(const st_file *f, const st_tensor *t, int rank, const int
     int ok = t->rank == rank;
     for (int d = 0; ok && d < rank; d++) ok = t->shape[d] == shape[d];
     if (ok) return 0;
-    char got[128] = "[", want[128] = "[";
-    for (int d = 0; d < t->rank; d++)
-        snprintf(got + strlen(got), sizeof got - strlen(got), d ? ", %lld" : "%lld", (long long)t->shape[d]);
-    for (int d = 0; d < rank; d++)
-        snprintf(want + strlen(want), sizeof want - strlen(want), d ? ", %lld" : "%lld", (long long)shape[d]);
-    h3_seterr(err, errlen, "%s: tensor '%s': shape %s], expected %s] (%s)", f->path, t->name, got, want, why);
+    h3_seterr(err, errlen, "%s: tensor '%s': shape %s, expected %s (%s)", f->path, t->name,
+              st_shape_text(t->rank, t->shape).s, st_shape_text(rank, shape).s, why);
     return -1;
 }
 

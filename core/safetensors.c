@@ -160,6 +160,17 @@ st_quoted st_quote(const char *s)
     return q;
 }
 
+st_shape_str st_shape_text(int rank, const int64_t *shape)
+{
+    st_shape_str t;
+    const size_t n = sizeof t.s;
+    size_t o = (size_t)snprintf(t.s, n, "[");
+    for (int k = 0; k < rank && o < n; k++)
+        o += (size_t)snprintf(t.s + o, n - o, k ? ", %lld" : "%lld", (long long)shape[k]);
+    if (o < n) snprintf(t.s + o, n - o, "]");
+    return t;
+}
+
 /* ------------------------------------------------------- strict JSON scan */
 
 #define SCAN_MAX_DEPTH 16 /* a safetensors header needs 3 */

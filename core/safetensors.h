@@ -79,6 +79,12 @@ typedef struct {
     char s[168];
 } st_quoted;
 st_quoted st_quote(const char *s);
+/* A shape as "[a, b, ...]" for a message: printf("%s", st_shape_text(t->rank,
+ * t->shape).s); long enough for ST_MAX_RANK 64-bit dimensions. */
+typedef struct {
+    char s[184];
+} st_shape_str;
+st_shape_str st_shape_text(int rank, const int64_t *shape);
 
 /* Opens and validates path. Rejects with ST_ERR_FILE (one error line naming
  * file and tensor): a path that is not a regular file (a FIFO or device is
