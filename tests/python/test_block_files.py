@@ -32,13 +32,10 @@ try:
 except ImportError:
     deserialize = None
 
-FAILS = []
+import checks
+from checks import FAILS, check
 
-
-def check(cond, msg):
-    print(("  ok  " if cond else "FAIL ") + msg)
-    if not cond:
-        FAILS.append(msg)
+checks.show_ok = True
 
 
 def read_st(path):

@@ -19,13 +19,10 @@ except ImportError as e:
     print(f"skip: {e}")
     sys.exit(77)
 
-FAILS = []
+import checks
+from checks import FAILS, check
 
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILS.append(what)
+checks.show_ok = True
 
 
 def write_st(path, tensors):

@@ -52,14 +52,7 @@ DIFFUSERS = ["norm1.weight", "norm2.weight", "attn.to_q.weight", "attn.to_k.weig
              "attn.norm_q.weight", "attn.norm_k.weight", "attn.to_out.0.weight", "ff.net.0.proj.weight",
              "ff.net.2.weight", "adaln_proj.linear.weight", "adaln_proj.linear.bias"]
 
-FAILS = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL", msg)
-    return cond
+from checks import FAILS, check
 
 
 def load(path):

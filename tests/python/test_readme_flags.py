@@ -15,16 +15,13 @@ import re
 import subprocess
 import sys
 
-FAILS = []
+import checks
+from checks import FAILS, check
+
+checks.show_ok = True
+
 FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 COMMON = {"--help", "--version"}
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILS.append(what)
-    return cond
 
 
 def section(text, title):

@@ -23,16 +23,8 @@ import re
 import subprocess
 import sys
 
+from checks import FAILS, check
 from fnv import fnv1a64
-
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL " + what)
-        FAILS.append(what)
-    return cond
 
 
 def read_table(doc):

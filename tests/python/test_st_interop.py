@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from checks import FAILS, check
 from fnv import fnv1a64
 
 try:
@@ -27,14 +28,6 @@ try:
 except ImportError as e:
     print(f"skip: {e}")
     sys.exit(77)
-
-FAILS = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL", msg)
 
 
 def hexs(s):
