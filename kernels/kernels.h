@@ -92,6 +92,15 @@ int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, const uint16_
                            int H, float eps, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
                            float *sq, float *sk, float *sv, h3_stream stream);
 
+/* Q, K and V as given, BF16, quantised to the attention's operands as
+ * h3k_qk_norm_rope_quant does (without the norm and RoPE): element (s, h, d)
+ * of q at q[s * q_ld + h * q_hs + d] (likewise k, v); the outputs and vmu as
+ * there. Needs the three pointers 16-byte aligned and every stride a
+ * multiple of 8 (cudaErrorMisalignedAddress otherwise). */
+int h3k_qkv_quant(const uint16_t *q, long q_ld, long q_hs, const uint16_t *k, long k_ld, long k_hs, const uint16_t *v,
+                  long v_ld, long v_hs, int S, int H, const float *vmu, uint8_t *q8, uint8_t *k8, uint8_t *vt8,
+                  float *sq, float *sk, float *sv, h3_stream stream);
+
 /* FP8 flash attention, portable (mma.sync.m16n8k32 e4m3; sm_89, sm_90, sm_120).
  * -> O [S][H*128] bf16, lse [H][S] f32. vmu [H*128] (device, or NULL): the
  * mean V was smoothed by, added to O (cpu_ref.h). */

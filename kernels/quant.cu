@@ -220,6 +220,95 @@ static __device__ __forceinline__ float qk_rows(const uint16_t *__restrict__ src
     return h3d_round_bf16(am);
 }
 
+/* The codes of a Q or K tile from the BF16 tile T [128 tokens][16 chunks]
+ * and its amax, as coalesced 16-byte rows from dst (the tile's first row);
+ * the scale into *s. Not inlined: inlined into qk_norm_rope_quant_kernel,
+ * ptxas spills 12-28 bytes there at the 80-register cap; a call per CTA
+ * costs nothing measurable. */
+static __device__ __noinline__ void qk_tile_codes(const uint4 *tile, float amax, uint8_t *dst, float *s)
+{
+    const float inv = h3d_row_inv(amax); /* the per-row convention, per (head, group) here */
+    if (threadIdx.x == 0) *s = h3d_row_scale(amax);
+#pragma unroll
+    for (int idx = threadIdx.x; idx < 128 * 8; idx += QK_THREADS) {
+        const int r = idx >> 3, c16 = idx & 7;
+        float a[8], bb[8];
+        h3d_unpack8(tile[r * 16 + 2 * c16], a);
+        h3d_unpack8(tile[r * 16 + 2 * c16 + 1], bb);
+        const uint2 lo = h3d_e4m3x8(a, inv), hi = h3d_e4m3x8(bb, inv);
+        h3d_st16(dst + r * 128 + 16 * c16, make_uint4(lo.x, lo.y, hi.x, hi.y));
+    }
+}
+
+/* A thread's 8 rows of a group's 128-token tile: tokens i0 + 16k (k < 8) of
+ * group g, dims 8c..8c+7, all 8 loads in flight at once; tokens >= n load 0. */
+static __device__ __forceinline__ void load_tile_rows(const uint16_t *src, size_t ld, int g, int n, int c, int i0,
+                                                      uint4 (&x)[8])
+{
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const int i = i0 + 16 * k;
+        x[k] = i < n ? h3d_ld16_stream(src + ((size_t)g * H3_QGROUP + i) * ld + 8 * c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* A V tile of one (head h, group g): the raw BF16 tile into shared memory
+ * (all 8 loads of a thread in flight at once), the amax of v - mu over the
+ * valid tokens, then the transposed codes (vt8) and the scale. src: this
+ * head's V, token i at src + i * ld. */
+static __device__ __forceinline__ void v_tile_codes(const uint16_t *src, size_t ld, int h, int g, int G,
+                                                    int n, const float *vmu, uint4 *tile, float *scratch,
+                                                    uint8_t *vt8, float *sv)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, S_pad = G * H3_QGROUP;
+    const int c = threadIdx.x & 15, i0 = threadIdx.x >> 4; /* chunk (dims 8c..8c+7), first token */
+    float vm[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* V's mean at dims 8c..8c+7 (0: not smoothed) */
+    if (vmu)
+#pragma unroll
+        for (int j = 0; j < 8; j++) vm[j] = vmu[128 * h + 8 * c + j];
+    uint4 xv[8];
+    load_tile_rows(src, ld, g, n, c, i0, xv);
+    float am = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const int i = i0 + 16 * k;
+        float v[8];
+        h3d_unpack8(xv[k], v);
+        if (i < n)
+#pragma unroll
+            for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(v[j] - vm[j]));
+        tile[i * 16 + c] = xv[k]; /* raw BF16 (the mean comes off below); padding tokens are zero */
+    }
+    const float amax = h3d_block_max(am, scratch);
+    if (threadIdx.x == 0) sv[(size_t)h * G + g] = h3d_row_scale(amax);
+    /* ---- vt8: warp = 32 slots (jp) x 64 dims (half); lane: dims 2dp, 2dp+1 ---- */
+    const int jp = warp & 3, dp = 32 * (warp >> 2) + lane;
+    const uint32_t *V32 = (const uint32_t *)tile; /* [128 keys][64 words] */
+    const float m = h3d_row_inv(amax);
+    const float mlo = vmu ? vmu[128 * h + 2 * dp] : 0.0f, mhi = vmu ? vmu[128 * h + 2 * dp + 1] : 0.0f;
+    uint32_t lo[8], hi[8]; /* codes of rows 2dp and 2dp+1, slots 32jp..32jp+31 */
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        float l4[4], h4[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = 32 * jp + slot_key(4 * q + e); /* slot_key(32jp + r) = 32jp + slot_key(r) */
+            const uint32_t wv = V32[key * 64 + dp];
+            /* v - 0 is v: unsmoothed codes are unchanged; padding keys stay 0 */
+            l4[e] = key < n ? (h3d_bf16_lo(wv) - mlo) * m : 0.0f;
+            h4[e] = key < n ? (h3d_bf16_hi(wv) - mhi) * m : 0.0f;
+        }
+        lo[q] = h3d_e4m3x4(l4[0], l4[1], l4[2], l4[3]);
+        hi[q] = h3d_e4m3x4(h4[0], h4[1], h4[2], h4[3]);
+    }
+    uint8_t *r0 = vt8 + ((size_t)h * 128 + 2 * dp) * S_pad + (size_t)g * H3_QGROUP + 32 * jp;
+    uint8_t *r1 = r0 + S_pad;
+    h3d_st16(r0, make_uint4(lo[0], lo[1], lo[2], lo[3]));
+    h3d_st16(r0 + 16, make_uint4(lo[4], lo[5], lo[6], lo[7]));
+    h3d_st16(r1, make_uint4(hi[0], hi[1], hi[2], hi[3]));
+    h3d_st16(r1 + 16, make_uint4(hi[4], hi[5], hi[6], hi[7]));
+}
+
 template <bool kRot>
 __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
     qk_norm_rope_quant_kernel(const uint16_t *__restrict__ qkv,  // [S][3*H*128] bf16
@@ -238,7 +327,6 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
     __shared__ float scratch[32];
 
     const int which = blockIdx.x % 3, h = blockIdx.x / 3, g = blockIdx.y; /* which: 0 q, 1 k, 2 v */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int G = gridDim.y, S_pad = G * H3_QGROUP;
     const int n = min(H3_QGROUP, S - g * H3_QGROUP); /* valid tokens of this group */
     const size_t W3 = (size_t)H3_QKV_HEAD_STRIDE * H;
@@ -247,75 +335,12 @@ __global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
     if (which < 2) {
         /* ---- Q or K: norm, rope, amax, codes as coalesced 16-byte rows ---- */
         const float amax = h3d_block_max(qk_rows<kRot>(src, W3, rope, which ? kw : qw, g, n, eps, tile), scratch);
-        const float inv = h3d_row_inv(amax); /* the per-row convention, per (head, group) here */
-        if (threadIdx.x == 0) (which ? sk : sq)[(size_t)h * G + g] = h3d_row_scale(amax);
-        uint8_t *dst = (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP) * 128;
-#pragma unroll
-        for (int idx = threadIdx.x; idx < 128 * 8; idx += QK_THREADS) {
-            const int r = idx >> 3, c16 = idx & 7;
-            float a[8], bb[8];
-            h3d_unpack8(tile[r * 16 + 2 * c16], a);
-            h3d_unpack8(tile[r * 16 + 2 * c16 + 1], bb);
-            const uint2 lo = h3d_e4m3x8(a, inv), hi = h3d_e4m3x8(bb, inv);
-            h3d_st16(dst + r * 128 + 16 * c16, make_uint4(lo.x, lo.y, hi.x, hi.y));
-        }
+        qk_tile_codes(tile, amax, (which ? k8 : q8) + ((size_t)h * S_pad + (size_t)g * H3_QGROUP) * 128,
+                      (which ? sk : sq) + (size_t)h * G + g);
         return;
     }
 
-    /* ---- V: the raw BF16 tile into shared memory (all 8 loads of a thread
-     * in flight at once), amax of v - mu over the valid tokens ---- */
-    {
-        const int c = threadIdx.x & 15, i0 = threadIdx.x >> 4; /* chunk (dims 8c..8c+7), first token */
-        float vm[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* V's mean at dims 8c..8c+7 (0: not smoothed) */
-        if (vmu)
-#pragma unroll
-            for (int j = 0; j < 8; j++) vm[j] = vmu[128 * h + 8 * c + j];
-        uint4 xv[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int i = i0 + 16 * k;
-            xv[k] = i < n ? h3d_ld16_stream(src + ((size_t)g * H3_QGROUP + i) * W3 + 8 * c) : make_uint4(0, 0, 0, 0);
-        }
-        float am = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int i = i0 + 16 * k;
-            float v[8];
-            h3d_unpack8(xv[k], v);
-            if (i < n)
-#pragma unroll
-                for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(v[j] - vm[j]));
-            tile[i * 16 + c] = xv[k]; /* raw BF16 (the mean comes off below); padding tokens are zero */
-        }
-        const float amax = h3d_block_max(am, scratch);
-        if (threadIdx.x == 0) sv[(size_t)h * G + g] = h3d_row_scale(amax);
-        /* ---- vt8: warp = 32 slots (jp) x 64 dims (half); lane: dims 2dp, 2dp+1 ---- */
-        const int jp = warp & 3, dp = 32 * (warp >> 2) + lane;
-        const uint32_t *V32 = (const uint32_t *)tile; /* [128 keys][64 words] */
-        const float m = h3d_row_inv(amax);
-        const float mlo = vmu ? vmu[128 * h + 2 * dp] : 0.0f, mhi = vmu ? vmu[128 * h + 2 * dp + 1] : 0.0f;
-        uint32_t lo[8], hi[8]; /* codes of rows 2dp and 2dp+1, slots 32jp..32jp+31 */
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            float l4[4], h4[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = 32 * jp + slot_key(4 * q + e); /* slot_key(32jp + r) = 32jp + slot_key(r) */
-                const uint32_t wv = V32[key * 64 + dp];
-                /* v - 0 is v: unsmoothed codes are unchanged; padding keys stay 0 */
-                l4[e] = key < n ? (h3d_bf16_lo(wv) - mlo) * m : 0.0f;
-                h4[e] = key < n ? (h3d_bf16_hi(wv) - mhi) * m : 0.0f;
-            }
-            lo[q] = h3d_e4m3x4(l4[0], l4[1], l4[2], l4[3]);
-            hi[q] = h3d_e4m3x4(h4[0], h4[1], h4[2], h4[3]);
-        }
-        uint8_t *r0 = vt8 + ((size_t)h * 128 + 2 * dp) * S_pad + (size_t)g * H3_QGROUP + 32 * jp;
-        uint8_t *r1 = r0 + S_pad;
-        h3d_st16(r0, make_uint4(lo[0], lo[1], lo[2], lo[3]));
-        h3d_st16(r0 + 16, make_uint4(lo[4], lo[5], lo[6], lo[7]));
-        h3d_st16(r1, make_uint4(hi[0], hi[1], hi[2], hi[3]));
-        h3d_st16(r1 + 16, make_uint4(hi[4], hi[5], hi[6], hi[7]));
-    }
+    v_tile_codes(src, W3, h, g, G, n, vmu, tile, scratch, vt8, sv);
 }
 
 extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, const uint16_t *qw, const uint16_t *kw,
@@ -338,6 +363,64 @@ extern "C" int h3k_qk_norm_rope_quant(const uint16_t *qkv, const float *rope, co
     else
         qk_norm_rope_quant_kernel<false><<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(
             qkv, rope, qw, kw, S, H, eps, vmu, q8, k8, vt8, sq, sk, sv);
+    return (int)cudaGetLastError();
+}
+
+/* ---- Q, K and V as given (the library's attention, include/h3block.h):
+ * the block's quantisation without the q/k norm and RoPE. Each tensor has
+ * its own layout: element (s, h, d) of q at q[s * ld + h * hs + d]. One CTA
+ * per (tensor, head, group) as above; a Q or K CTA loads its raw BF16 tile
+ * (8 16-byte loads per thread in flight), takes the amax (exact: the values
+ * are BF16 already) and writes the codes as qk_norm_rope_quant does. */
+struct qkv_src {
+    const uint16_t *p[3]; /* q, k, v */
+    long ld[3], hs[3];    /* token and head strides, elements */
+};
+
+__global__ void __launch_bounds__(QK_THREADS, QK_MIN_BLOCKS)
+    qkv_quant_kernel(qkv_src in, int S, const float *__restrict__ vmu, uint8_t *__restrict__ q8,
+                     uint8_t *__restrict__ k8, uint8_t *__restrict__ vt8, float *__restrict__ sq,
+                     float *__restrict__ sk, float *__restrict__ sv)
+{
+    extern __shared__ uint4 tile[];
+    __shared__ float scratch[32];
+    const int which = blockIdx.x % 3, h = blockIdx.x / 3, g = blockIdx.y;
+    const int G = gridDim.y, n = min(H3_QGROUP, S - g * H3_QGROUP);
+    const uint16_t *src = which == 0 ? in.p[0] : which == 1 ? in.p[1] : in.p[2];
+    const long ld = which == 0 ? in.ld[0] : which == 1 ? in.ld[1] : in.ld[2];
+    src += (size_t)h * (which == 0 ? in.hs[0] : which == 1 ? in.hs[1] : in.hs[2]);
+    if (which == 2) {
+        v_tile_codes(src, (size_t)ld, h, g, G, n, vmu, tile, scratch, vt8, sv);
+        return;
+    }
+    const int c = threadIdx.x & 15, i0 = threadIdx.x >> 4;
+    uint4 x[8];
+    load_tile_rows(src, (size_t)ld, g, n, c, i0, x);
+    float am = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float f[8];
+        h3d_unpack8(x[k], f);
+#pragma unroll
+        for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(f[j])); /* padding tokens are 0 */
+        tile[(i0 + 16 * k) * 16 + c] = x[k];
+    }
+    const float amax = h3d_block_max(am, scratch); /* synchronises: the tile is complete */
+    qk_tile_codes(tile, amax, (which ? k8 : q8) + ((size_t)h * G + g) * H3_QGROUP * 128,
+                  (which ? sk : sq) + (size_t)h * G + g);
+}
+
+extern "C" int h3k_qkv_quant(const uint16_t *q, long q_ld, long q_hs, const uint16_t *k, long k_ld, long k_hs,
+                             const uint16_t *v, long v_ld, long v_hs, int S, int H, const float *vmu, uint8_t *q8,
+                             uint8_t *k8, uint8_t *vt8, float *sq, float *sk, float *sv, h3_stream stream)
+{
+    if (S < 1 || H < 1 || 3L * H > 0x7fffffffL || h3_groups(S) > 65535) return (int)cudaErrorInvalidValue;
+    const qkv_src in = {{q, k, v}, {q_ld, k_ld, v_ld}, {q_hs, k_hs, v_hs}};
+    for (int t = 0; t < 3; t++)
+        if (!h3_aligned16(in.p[t]) || in.ld[t] % 8 || in.hs[t] % 8) return (int)cudaErrorMisalignedAddress;
+    if (!h3_aligned16(q8) || !h3_aligned16(k8) || !h3_aligned16(vt8)) return (int)cudaErrorMisalignedAddress;
+    const dim3 grid((unsigned)(3 * H), (unsigned)h3_groups(S));
+    qkv_quant_kernel<<<grid, QK_THREADS, QK_TILE_BYTES, (cudaStream_t)stream>>>(in, S, vmu, q8, k8, vt8, sq, sk, sv);
     return (int)cudaGetLastError();
 }
 

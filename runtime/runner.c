@@ -34,6 +34,7 @@
 
 #include "check.h"
 #include "cuda_check.h"
+#include "errmsg.h"
 #include "gemm_lt.h"
 #include "kernels.h"
 #include "numerics.h"
@@ -287,80 +288,92 @@ int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errle
 }
 
 /* One of the four GEMMs: x [S][K] . W_g^T -> y [S][N], BF16 or (g in the
- * mask) FP8 operands. */
-static void gemm(block_run *br, int g, const uint16_t *x, const uint8_t *x8, const float *sx, uint16_t *y, int N,
-                 int K)
+ * mask) FP8 operands. 0, or -1 with err. */
+static int gemm(block_run *br, int g, const uint16_t *x, const uint8_t *x8, const float *sx, uint16_t *y, int N, int K,
+                char *err, size_t errlen)
 {
-    char err[512];
     dev_bufs *d = &br->d;
-    int rc = h3r_fp8(br, g)
-                 ? h3_lt_gemm_fp8(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, sizeof err)
-                 : h3_lt_gemm_bf16(br->lt, x, d->w[gemm_tensor[g]], y, br->S, N, K, br->st, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "dit_block: %s\n", err);
-        exit(1);
-    }
+    return h3r_fp8(br, g)
+               ? h3_lt_gemm_fp8(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, errlen)
+               : h3_lt_gemm_bf16(br->lt, x, d->w[gemm_tensor[g]], y, br->S, N, K, br->st, err, errlen);
 }
 
-/* Enqueues one op; ev (may be NULL) is recorded after it. */
-void h3r_run_op(block_run *br, int op)
+/* A kernel launch of h3r_enqueue_op: on failure the launch named in err, -1. */
+#define TRY(call)                                                                                        \
+    do {                                                                                                 \
+        const int rc_ = (call);                                                                          \
+        if (rc_) return h3_seterr(err, errlen, "%s: %s", op_names[op], cudaGetErrorString((cudaError_t)rc_)); \
+    } while (0)
+
+int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen)
 {
     const h3_config *c = br->cfg;
     const int S = br->S, C = c->hidden, H = c->heads, I = h3_attn_width(c), F = c->ffn;
     dev_bufs *d = &br->d;
     switch (op) {
     case OP_ADALN:
-        LAUNCH(h3k_adaln(d->temb, d->w[H3_T_ADALN_W], d->w[H3_T_ADALN_B], h3_mod_width(c), c->temb, d->mod, br->st));
+        TRY(h3k_adaln(d->temb, d->w[H3_T_ADALN_W], d->w[H3_T_ADALN_B], h3_mod_width(c), c->temb, d->mod, br->st));
         break;
-    case OP_ROPE: LAUNCH(h3k_rope_table(d->pos, S, br->omega, d->rope, br->st)); break;
+    case OP_ROPE: TRY(h3k_rope_table(d->pos, S, br->omega, d->rope, br->st)); break;
     case OP_NORM1:
         if (h3r_fp8(br, G_QKV))
-            LAUNCH(h3k_rmsnorm_mod_q8(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
+            TRY(h3k_rmsnorm_mod_q8(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
                                       H3_SLOT_SCALE_MSA, NULL, d->a8, d->sa, br->st));
         else
-            LAUNCH(h3k_rmsnorm_mod(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
+            TRY(h3k_rmsnorm_mod(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
                                    H3_SLOT_SCALE_MSA, d->a, br->st));
         break;
-    case OP_QKV: gemm(br, G_QKV, d->a, d->a8, d->sa, d->qkv, 3 * I, C); break;
+    case OP_QKV: return gemm(br, G_QKV, d->a, d->a8, d->sa, d->qkv, 3 * I, C, err, errlen);
     case OP_QUANT: {
         const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (vmu && !br->vmu_given)
-            LAUNCH(h3k_v_mean(d->qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, S, H, d->vmu, br->st));
-        LAUNCH(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu,
+            TRY(h3k_v_mean(d->qkv + H3_QKV_V_OFFSET, 3L * I, H3_QKV_HEAD_STRIDE, S, H, d->vmu, br->st));
+        TRY(h3k_qk_norm_rope_quant(d->qkv, d->rope, d->w[H3_T_QNORM], d->w[H3_T_KNORM], S, H, c->eps, vmu,
                                       br->rotate_qk, d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, br->st));
         break;
     }
     case OP_ATTN: {
         const float *vmu = br->smooth_v ? d->vmu : NULL;
         if (br->use_sm90)
-            LAUNCH(h3k_attn_fp8_sm90(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
+            TRY(h3k_attn_fp8_sm90(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         else
-            LAUNCH(h3k_attn_fp8_mma(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
+            TRY(h3k_attn_fp8_mma(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         break;
     }
-    case OP_OUTQ: LAUNCH(h3k_quant_rows_e4m3(d->O, S, I, d->O8, d->sO, br->st)); break;
-    case OP_OUT: gemm(br, G_OUT, d->O, d->O8, d->sO, d->y1, C, I); break;
+    case OP_OUTQ: TRY(h3k_quant_rows_e4m3(d->O, S, I, d->O8, d->sO, br->st)); break;
+    case OP_OUT: return gemm(br, G_OUT, d->O, d->O8, d->sO, d->y1, C, I, err, errlen);
     case OP_RES1_NORM2:
         if (h3r_fp8(br, G_FC1))
-            LAUNCH(h3k_gate_residual_norm_mod_q8(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
+            TRY(h3k_gate_residual_norm_mod_q8(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
                                                  d->w[H3_T_NORM2], c->eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP,
                                                  NULL, d->b8, d->sb, br->st));
         else
-            LAUNCH(h3k_gate_residual_norm_mod(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
+            TRY(h3k_gate_residual_norm_mod(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
                                               d->w[H3_T_NORM2], c->eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, d->b,
                                               br->st));
         break;
-    case OP_FC1: gemm(br, G_FC1, d->b, d->b8, d->sb, d->g, 2 * F, C); break;
+    case OP_FC1: return gemm(br, G_FC1, d->b, d->b8, d->sb, d->g, 2 * F, C, err, errlen);
     case OP_SWIGLU:
         if (h3r_fp8(br, G_FC2))
-            LAUNCH(h3k_swiglu_q8(d->g, S, F, NULL, d->u8, d->su, br->st));
+            TRY(h3k_swiglu_q8(d->g, S, F, NULL, d->u8, d->su, br->st));
         else
-            LAUNCH(h3k_swiglu(d->g, S, F, d->u, br->st));
+            TRY(h3k_swiglu(d->g, S, F, d->u, br->st));
         break;
-    case OP_FC2: gemm(br, G_FC2, d->u, d->u8, d->su, d->y2, C, F); break;
+    case OP_FC2: return gemm(br, G_FC2, d->u, d->u8, d->su, d->y2, C, F, err, errlen);
     case OP_RES2:
-        LAUNCH(h3k_gate_residual(d->x1, d->y2, d->mod, d->tags, S, C, H3_SLOT_GATE_MLP, d->out, br->st));
+        TRY(h3k_gate_residual(d->x1, d->y2, d->mod, d->tags, S, C, H3_SLOT_GATE_MLP, d->out, br->st));
         break;
+    }
+    return 0;
+}
+#undef TRY
+
+void h3r_run_op(block_run *br, int op)
+{
+    char err[512];
+    if (h3r_enqueue_op(br, op, err, sizeof err)) {
+        fprintf(stderr, "dit_block: %s\n", err);
+        exit(1);
     }
 }
 
@@ -467,17 +480,21 @@ int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t err
     for (int i = 0; i < H3_T_COUNT; i++) {
         const size_t rows = (size_t)specs[i].shape[0], cols = specs[i].rank == 2 ? (size_t)specs[i].shape[1] : 1;
         const int g = is_gemm_weight(i);
+        cudaError_t e;
         if (g >= 0 && h3r_fp8(br, g)) {
             uint16_t *stage = NULL;
             size_t tmp = 0;
             if (h3r_dev_alloc((void **)&stage, rows * cols * 2, &tmp, err, errlen)) return -1;
-            CUDA_CHECK(cudaMemcpy(stage, blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice));
-            LAUNCH(h3k_quant_rows_e4m3(stage, (int)rows, (int)cols, d->w8[g], d->ws[g], br->st));
-            CUDA_CHECK(cudaStreamSynchronize(br->st));
-            CUDA_CHECK(cudaFree(stage));
+            e = cudaMemcpy(stage, blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice);
+            if (e == cudaSuccess) e = (cudaError_t)h3k_quant_rows_e4m3(stage, (int)rows, (int)cols, d->w8[g], d->ws[g], br->st);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(br->st);
+            const cudaError_t f = cudaFree(stage);
+            if (e == cudaSuccess) e = f;
         } else {
-            CUDA_CHECK(cudaMemcpy(d->w[i], blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice));
+            e = cudaMemcpy(d->w[i], blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice);
         }
+        if (e != cudaSuccess)
+            return h3_seterr(err, errlen, "uploading %s: %s", specs[i].name, cudaGetErrorString(e));
     }
     return 0;
 }

@@ -111,7 +111,10 @@ h3_op_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flo
 void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len);
 /* cudaMalloc with the "out of device memory: N bytes" message; adds to *total. */
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen);
-/* Enqueues one op of br on br->st. */
+/* Enqueues one op of br on br->st: 0, or -1 with err naming the op and the
+ * CUDA or cuBLASLt error. */
+int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen);
+/* h3r_enqueue_op for dit_block: a failure is printed and exits 1. */
 void h3r_run_op(block_run *br, int op);
 /* Uploads the block's weights into br's already allocated weight buffers
  * (FP8: quantised on the device through a BF16 staging buffer). */
