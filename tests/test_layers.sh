@@ -7,6 +7,8 @@
 #   kernels/   kernels/ (and kernels/attn/), core/'s plain headers (config.h,
 #              numerics.h, rng.h: no files, no JSON)
 #   runtime/   runtime/, core/, kernels/ (never app/ or cpu_ref/)
+#   lib/       include/ (the public header), core/, runtime/, kernels/ (the
+#              library's C API: never app/, cpu_ref/ or lab/)
 #   lab/       lab/, kernels/, core/ (never app/, runtime/ or cpu_ref/)
 # and no production folder (kernels/, runtime/, core/, app/) carries the
 # lab's vocabulary: EXPERIMENT, DIAGNOSTIC, ABLATION or a variant number vNN.
@@ -42,10 +44,11 @@ check core
 check cpu_ref core
 check kernels kernels kernels/attn core:plain
 check runtime core kernels
+check lib include core runtime kernels
 check lab lab kernels kernels/attn core
-vocab=$(grep -rnE "EXPERIMENT|DIAGNOSTIC|ABLATION|\bv[0-9]{2,3}\b" kernels runtime core app)
+vocab=$(grep -rnE "EXPERIMENT|DIAGNOSTIC|ABLATION|\bv[0-9]{2,3}\b" kernels runtime core app lib include)
 if [ -n "$vocab" ]; then
     echo "FAIL: the lab's vocabulary in production code:"; echo "$vocab"; fail=1
 fi
-[ $fail -eq 0 ] && echo "ok: $n includes of core/, cpu_ref/, kernels/, runtime/ and lab/ follow the layer directions; no lab vocabulary in kernels/, runtime/, core/, app/"
+[ $fail -eq 0 ] && echo "ok: $n includes of core/, cpu_ref/, kernels/, runtime/, lib/ and lab/ follow the layer directions; no lab vocabulary in kernels/, runtime/, core/, app/, lib/, include/"
 exit $fail
