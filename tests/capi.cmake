@@ -26,3 +26,24 @@ else()
 endif()
 set_tests_properties(test_install PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
 
+# The Python package (python/): built and installed into the test venv with
+# pip, then every argument check on CPU tensors (tests/python/test_package.py;
+# needs torch in H3_PYTHON, else it skips). On a GPU, against PyTorch's SDPA
+# and diffusers' block (tests/python/test_gpu_package.py), with H3_TORCH_PYTHON
+# (default H3_PYTHON): a Python with torch (and diffusers, safetensors for the
+# block case), using this build's libh3block.so and python/src.
+set(H3_TORCH_PYTHON "${H3_PYTHON}" CACHE FILEPATH "Python with torch for the package's GPU tests (empty: skip)")
+if(H3_PYTHON AND TARGET gen_weights)
+  add_test(NAME test_python_package COMMAND ${H3_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_package.py
+           ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/python_package $<TARGET_FILE:gen_weights>)
+else()
+  add_test(NAME test_python_package COMMAND sh -c "echo 'test_python_package: H3_PYTHON not set, skipped'; exit 77")
+endif()
+set_tests_properties(test_python_package PROPERTIES SKIP_RETURN_CODE 77 LABELS "cpu;interop" TIMEOUT 900)
+if(H3_TORCH_PYTHON AND TARGET gen_weights)
+  add_test(NAME test_python_package_gpu COMMAND ${H3_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_gpu_package.py
+           $<TARGET_FILE:gen_weights> $<TARGET_FILE:gen_inputs> ${CMAKE_CURRENT_BINARY_DIR}/python_package_gpu)
+  set_tests_properties(test_python_package_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 900
+    ENVIRONMENT "H3BLOCK_LIBRARY=$<TARGET_FILE:h3block>"
+    ENVIRONMENT_MODIFICATION "PYTHONPATH=path_list_prepend:${PROJECT_SOURCE_DIR}/python/src")
+endif()

@@ -12,7 +12,8 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 pkg-config --exists json-c 2>/dev/null || need+=(libjson-c-dev)
-python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# (a venv only for the tests: tools/run.sh passes H3_NO_VENV=1)
+[ "${H3_NO_VENV:-0}" = 1 ] || python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # libFuzzer's runtime for the fuzz smoke test (it skips without it)
 if command -v clang-14 >/dev/null && ! dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then need+=(libclang-rt-14-dev); fi
 if [ ${#need[@]} -gt 0 ]; then
@@ -31,6 +32,14 @@ if [ "${H3_NO_VENV:-0}" != 1 ]; then
     echo "deps: creating .venv with safetensors, numpy, ml_dtypes"
     python3 -m venv .venv
     .venv/bin/python -m pip install -q --disable-pip-version-check safetensors numpy ml_dtypes
+  fi
+  # torch and diffusers for the Python package's tests (tests/python/test_package.py:
+  # every argument check on CPU tensors, the diffusers processor in diffusers' block);
+  # PyPI's torch is the CUDA build (~5 GB with its NVIDIA libraries), which runs on CPU too
+  if ! .venv/bin/python -c 'import torch, diffusers' 2>/dev/null; then
+    echo "deps: adding torch and diffusers to .venv (a few minutes, once)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check torch diffusers ||
+      echo "deps: torch/diffusers not installed; test_python_package will skip"
   fi
   # with nvcc but no cuobjdump (a toolkit without it, as on CI): NVIDIA's
   # PyPI cuobjdump and the nvdisasm it runs, for the SASS check of
