@@ -16,7 +16,14 @@
 # and each lab variant of H3_CASE_VARIANTS); blocks (dit_block with stage
 # checks on both data profiles: S = 30272 in both GEMM modes, 4096 and 75600
 # in BF16 mode; then each 30272 output against an FP32 PyTorch block, as a
-# share of the block's update: compare_*.json).
+# share of the block's update: compare_*.json); pkg (pip install ./python
+# from the carried wheels into /tmp/pkg, then one call of the installed
+# package); repro (issue 31's sharpened block: tools/bench/sharpen_block.py,
+# dit_block with stage checks, both GEMM modes, default kernel and --smooth-v
+# off); runsh (tools/run.sh itself, both GEMM modes, H3_CUDA_ARCHS=90a);
+# pybench (the Python package against the PyTorch peers on the model-like
+# q, k, v at H3_PYBENCH_SEQS, then diffusers' block with each processor,
+# eager and compiled: tools/bench/diffusers_block.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -48,7 +55,8 @@ for s in $steps; do
         sed -i "s|/usr|/tmp/jsonc/usr|g" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
       fi
       BUILD=build-gpu
-      if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) >"$OUT/build.log" 2>&1 &&
+      if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) \
+           -DH3_TORCH_PYTHON="$(command -v python3)" >"$OUT/build.log" 2>&1 &&
          cmake --build $BUILD -j16 >>"$OUT/build.log" 2>&1; then summary+=("build: ok"); else summary+=("build: FAILED"); tail -30 "$OUT/build.log"; fi
     fi ;;
   tests)
@@ -138,6 +146,59 @@ for s in $steps; do
     H3_AB_QKV=${H3_AB_QKV:-/tmp/h3prof/qkv_model_30272.safetensors} timeout 400 bash lab/sm90_ab.sh "$BUILD" \
       "${H3_AB_VARIANTS:-147,150}" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
     summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
+  pkg)
+    log "pip install ./python"
+    python3 -m pip install -q --no-index --find-links .whl --no-build-isolation --target /tmp/pkg ./python \
+      -C cmake.define.H3_CUDA_ARCHS=90a -C build-dir=/tmp/pkgbuild >"$OUT/pkg.log" 2>&1
+    rc=$?
+    (cd /tmp && PYTHONPATH=/tmp/pkg:${PYTHONPATH:-} python3 -c '
+import torch, h3block
+q = torch.randn(1, 4096, 8, 128, device="cuda", dtype=torch.bfloat16)
+o = h3block.attention(q, q, q); torch.cuda.synchronize()
+print("installed:", h3block.__file__, h3block.library_version(), h3block.attention_kernel(0), tuple(o.shape), bool(o.isfinite().all()))
+') >>"$OUT/pkg.log" 2>&1
+    summary+=("pip install ./python: rc=$rc; $(tail -1 "$OUT/pkg.log")") ;;
+  repro)
+    log "issue 31's sharpened block"
+    P=/tmp/h3repro; mkdir -p $P
+    [ -f $P/w.safetensors ] || "$BUILD/tools/gen_weights" --profile uniform --seed 0 --out $P/w.safetensors >/dev/null 2>&1
+    [ -f $P/in.safetensors ] || "$BUILD/tools/gen_inputs" --profile uniform --tokens 30272 --seed 0 --out $P/in.safetensors >/dev/null
+    [ -f $P/w2.safetensors ] || python3 tools/bench/sharpen_block.py --weights $P/w.safetensors --input $P/in.safetensors \
+      --out-weights $P/w2.safetensors --out-input $P/in2.safetensors 2>&1 | tail -2
+    for item in bf16:on fp8:on bf16:off; do
+      IFS=: read -r gemm sv <<<"$item"
+      timeout 200 "$BUILD/dit_block" --weights $P/w2.safetensors --input $P/in2.safetensors --gemm $gemm --smooth-v $sv \
+        --quiet --json "$OUT/repro_${gemm}_$sv.json" >"$OUT/repro_${gemm}_$sv.log" 2>&1
+      rc=$?; summary+=("repro $gemm smooth-v $sv: rc=$rc $(grep -E '^attention' "$OUT/repro_${gemm}_$sv.log" | tr -s ' ' | tr '\n' ';')")
+      grep -E "^attention|FAIL|^block total " "$OUT/repro_${gemm}_$sv.log" | head -6
+    done ;;
+  runsh)
+    log "tools/run.sh"
+    for gemm in bf16 fp8; do
+      H3_CUDA_ARCHS=90a timeout 500 tools/run.sh --gemm $gemm --json "$OUT/runsh_$gemm.json" >"$OUT/runsh_$gemm.log" 2>&1
+      rc=$?; summary+=("tools/run.sh --gemm $gemm: rc=$rc $(grep -E '^block total ' "$OUT/runsh_$gemm.log" | tr -s ' ')")
+      grep -E "FAIL|^block total |checks" "$OUT/runsh_$gemm.log" | head -5
+    done ;;
+  pybench)
+    log "the Python package against the PyTorch peers"
+    P=/tmp/h3prof; mkdir -p $P
+    W=$P/block_model.safetensors files=()
+    [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile model --seed 1 --out "$W" >/dev/null 2>&1
+    for S in ${H3_PYBENCH_SEQS:-4096,8192,16384,30272,75600}; do
+      IN=$P/inputs_model_$S.safetensors QKV=$P/qkv_model_$S.safetensors
+      [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens $S --seed 2 --out "$IN" >/dev/null
+      [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1
+      [ -f "$QKV" ] && files+=("$QKV")
+    done
+    export H3BLOCK_LIBRARY=$PWD/$BUILD/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
+    timeout 400 python3 tools/bench/peers_attention.py --qkv "$(IFS=,; echo "${files[*]}")" \
+      --impls h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8 --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
+    summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30
+    IN=$P/inputs_model_30272.safetensors
+    [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens 30272 --seed 2 --out "$IN" >/dev/null
+    timeout 300 python3 tools/bench/diffusers_block.py --weights "$W" --input "$IN" --json "$OUT/pybench_block.json" \
+      >"$OUT/pybench_block.log" 2>&1
+    summary+=("pybench diffusers block: rc=$?"); tail -8 "$OUT/pybench_block.log" ;;
   sanitize)
     log compute-sanitizer
     for tool in memcheck racecheck synccheck; do

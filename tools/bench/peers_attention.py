@@ -23,7 +23,14 @@ Peers (DESIGN.md §6), non-causal, B = 1, D = 128, q/k/v stored [B][S][H][D] (ou
   fa3_bf16    FlashAttention-3's BF16 forward.
   sdpa_math   torch SDPA math backend in BF16 (not a peer: it materialises S x S, small S
               only; for a logic check with --device cpu).
-The FP8 quantisation is not timed (cuDNN's and FA3's figures are the kernel alone). FA3 is
+  h3block     ours through the Python package (h3block.attention, python/): BF16 q/k/v in,
+              BF16 O out, its quantisation included (V's mean, e4m3 per (head, 128 tokens))
+              and its workspace taken from torch's allocator in the call: what a PyTorch user
+              gets. Library: H3BLOCK_LIBRARY or the installed package.
+  cudnn_fp8_e2e  cudnn_fp8 timed from BF16 q/k/v: its per-tensor quantisation (torch ops, as
+              cudnn_fp8 below) and, for an e4m3 O, the conversion back to BF16, included.
+The FP8 quantisation is not timed for cudnn_fp8 and fa3_fp8 (the kernel alone); it is for
+h3block and cudnn_fp8_e2e. FA3 is
 imported from --fa3-path DIR (put first on sys.path) or from the environment; when it, or the
 cudnn frontend, cannot be imported, its rows say 'unavailable: <reason>'.
 Timing: several copies of the input set rotated so L2 holds no copy (>= 2, more while the set
@@ -54,7 +61,8 @@ from h3cli import Parser
 D = 128
 EXACT_ROWS = 1024  # R = min(S, EXACT_ROWS): shared with the C side, keep identical
 DEFAULT_IMPLS = "cudnn_bf16,flash_bf16,cudnn_fp8,fa3_fp8,fa3_bf16"
-KNOWN_IMPLS = ("cudnn_bf16", "flash_bf16", "cudnn_fp8", "fa3_fp8", "fa3_bf16", "sdpa_math")
+KNOWN_IMPLS = ("cudnn_bf16", "flash_bf16", "cudnn_fp8", "cudnn_fp8_e2e", "fa3_fp8", "fa3_bf16", "sdpa_math",
+               "h3block")
 E4M3_MAX = 448.0
 
 
@@ -217,6 +225,22 @@ class CudnnFp8:
         scalars = [torch.full((1, 1, 1, 1), x, device=dev, dtype=torch.float32) for x in vals]
         return out[0], out[1], out[2], scalars
 
+    def quantise_device(self, q, k, v):
+        """quantise() with every scale kept on the device (no host synchronisation): the form
+        a pipeline would use, for cudnn_fp8_e2e's timing. Same values as quantise()."""
+        torch = self.torch
+        out, scal = [], []
+        for x in (q, k, v):
+            x8, s = quantise_per_tensor(torch, x)
+            out.append(x8)
+            scal.append(s.reshape(1, 1, 1, 1))
+        dev = q.device
+        if not hasattr(self, "_const"):
+            self._const = [torch.full((1, 1, 1, 1), x, device=dev, dtype=torch.float32) for x in (1.0 / 256, 256.0)]
+        scale_o = (E4M3_MAX / v.abs().amax().float().clamp(min=1e-12)).reshape(1, 1, 1, 1) if self.o_fp8 else \
+            torch.ones((1, 1, 1, 1), device=dev, dtype=torch.float32)
+        return out[0], out[1], out[2], [*scal, *self._const, scale_o]
+
     def run(self, q8, k8, v8, scalars):
         tq, tk, tv, d_q, d_k, d_v, d_s, s_s, s_o, o, amax_s, amax_o = self.t
         pack = {tq: q8, tk: k8, tv: v8, d_q: scalars[0], d_k: scalars[1], d_v: scalars[2], d_s: scalars[3],
@@ -365,7 +389,7 @@ def main():
             f"FP64 softmax(q k^T / sqrt({D})) v on R = min(S, {EXACT_ROWS}) rows floor((2j+1) S / (2R)), all heads",
             "cases": [], "results": []}
     cudnn = None
-    if "cudnn_fp8" in impls:
+    if "cudnn_fp8" in impls or "cudnn_fp8_e2e" in impls:
         try:
             import cudnn as _cudnn
             cudnn = _cudnn
@@ -535,6 +559,35 @@ def main():
                         med, mn = time_calls(torch, call, nsets, args.warmup, args.reps, cuda)
                         call(0)
                         o = out[0].transpose(1, 2)
+                    elif name == "h3block":
+                        try:
+                            import h3block
+                            row["kernel"] = h3block.attention_kernel(dev.index or 0)
+                            row["library"] = h3block.library_version()
+                        except Exception as e:  # noqa: BLE001
+                            raise Unavailable(f"h3block: {first_line(e)[0]}") from None
+                        out = [None]
+
+                        def call(i, out=out):
+                            out[0] = h3block.attention(*sets[i])
+                        med, mn = time_calls(torch, call, nsets, args.warmup, args.reps, cuda)
+                        call(0)
+                        o = out[0]
+                    elif name == "cudnn_fp8_e2e":
+                        if cudnn is None:
+                            raise Unavailable("import cudnn failed: " + info.get("cudnn_frontend_error", "?"))
+                        g = CudnnFp8(torch, cudnn, S, H)
+                        out = [None]
+
+                        def call(i, out=out):
+                            qs = g.quantise_device(*sets[i])
+                            g.run(*qs)
+                            out[0] = g.output_bf16(qs[3])
+                        med, mn = time_calls(torch, call, nsets, args.warmup, args.reps, cuda)
+                        call(0)
+                        o = out[0]
+                        row["o_dtype"] = "e4m3" if g.o_fp8 else "bf16"
+                        row["scales"] = "per tensor, amax/448, quantisation timed"
                     elif name == "cudnn_fp8":
                         if cudnn is None:
                             raise Unavailable("import cudnn failed: " + info.get("cudnn_frontend_error", "?"))
