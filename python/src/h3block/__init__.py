@@ -159,6 +159,12 @@ def _custom_op():
     return _op
 
 
+# With torch already imported (the usual order), register the op now: defining it inside
+# torch.compile's tracing of a first call is not possible. Otherwise the first call does.
+if "torch" in sys.modules:
+    _custom_op()
+
+
 def attention(q, k, v, *, return_lse=False):
     """softmax(q k^T / sqrt(128)) v per batch item and head, in FP8 (docs/DESIGN.md).
 
@@ -167,7 +173,11 @@ def attention(q, k, v, *, return_lse=False):
     fused QKV tensor are fine). Runs on torch's current stream of q's device.
     Returns a new tensor of q's shape; with return_lse=True also the FP32
     log-sum-exp of each row's scaled logits, [B, H, S] (or [H, S])."""
-    _check_qkv(q, k, v)  # the argument errors before anything else, also outside a custom-op context
+    torch = sys.modules.get("torch")
+    # the argument errors before anything else; under torch.compile's tracing the op's fake
+    # implementation checks the same (its Python checks would break the graph here)
+    if torch is None or not torch.compiler.is_compiling():
+        _check_qkv(q, k, v)
     out, lse = _custom_op()(q, k, v)
     return (out, lse) if return_lse else out
 
