@@ -5,15 +5,17 @@ over query chunks, the softmax in the same precision), on
 B in {1, 2} x S in {1, 127, 128, 4097, 30272} x H in {1, 8, 56}, with q, k, v
 as separate [B, S, H, 128] tensors, as views of a fused [B, S, 3, H, 128]
 QKV tensor and of a [B, S, H, 3, 128] one, and as [S, H, 128]; half the cases
-on model-like data (per-head q/k gains over [0.5, 3]: logits up to 9x
-sharper; outlier channels in q and k; a per-channel mean in v), the others
-N(0, 1). Then the LSE, torch.compile, and diffusers' MiniMaxH3TransformerBlock
+on model-like data (issue 31's: q/k-norm gains spread over [0.5, 3], one per
+dim: logits up to 9x sharper; a per-(head, dim) mean in v), the others
+N(0, 1); each against the FP8 floor too (exact attention on the inputs rounded
+as the contract rounds them). Then the LSE, torch.compile, and diffusers' MiniMaxH3TransformerBlock
 on a full-size block (gen_weights --profile model) with H3AttnProcessor
 against its default processor, and h3block.Block on the same file.
 
-Budgets (docs/DESIGN.md, "The Python package"): attention's relative RMS
-error against exact <= 2% (the FP8 contract measures 0.2-0.7%: accuracy.md;
-a broken kernel is ~100% off), LSE's RMS error <= 2% of its RMS; the block's
+Budgets (docs/DESIGN.md §9): attention's relative RMS error against exact
+<= 1.25 x the floor + 0.5% (the contract measures 0.2-0.7% at floors of
+0.2-0.6%: accuracy.md; a broken kernel is ~100% off), LSE's RMS error <= 2%
+of its RMS; the block's
 update (out - x) within 3% of the default processor's (relative RMS), and
 every output finite.
 
@@ -31,7 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import FAILS, check  # noqa: E402
 import checks  # noqa: E402
 
-ATTN_TOL, LSE_TOL, BLOCK_TOL = 2e-2, 2e-2, 3e-2
+LSE_TOL, BLOCK_TOL = 2e-2, 3e-2
+FLOOR_FACTOR, FLOOR_SLACK = 1.25, 5e-3  # ours may add P's e4m3 rounding to the inputs' (the floor)
 
 
 def exact(torch, q, k, v):
@@ -52,28 +55,35 @@ def exact(torch, q, k, v):
 
 
 def make_qkv(torch, gen, B, S, H, model, layout):
+    """q, k, v BF16 [B, S, H, 128] in the given memory layout. model: the issue-31 kind of
+    data a trained DiT gives attention: q/k-norm gains spread over [0.5, 3] (one per dim,
+    shared by q and k as RMSNorm weights are: logits up to 9x sharper in some dims) and a
+    per-(head, dim) mean in v (a GEMM output's)."""
     shape = (B, S, 3, H, 128) if layout == "fused" else (B, S, H, 3, 128) if layout == "grouped" else (3, B, S, H, 128)
     x = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32)
-    if layout == "fused":
-        q, k, v = x[:, :, 0], x[:, :, 1], x[:, :, 2]
-    elif layout == "grouped":
-        q, k, v = x[..., 0, :], x[..., 1, :], x[..., 2, :]
-    else:
-        q, k, v = x[0], x[1], x[2]
-    if model:  # in place, so that views keep their strides
-        gain = 0.5 + 2.5 * torch.rand(H, generator=gen, device="cuda")
-        q.mul_(gain[:, None])
-        k.mul_(gain[:, None])
-        ch = torch.randperm(128, generator=gen, device="cuda")[:4]
-        q[..., ch] *= 6.0
-        k[..., ch] *= 6.0
-        v.add_(2.0 * torch.randn(H, 128, generator=gen, device="cuda"))
-    x = x.to(torch.bfloat16)  # one BF16 buffer; the views below keep the layout's strides
-    if layout == "fused":
-        return x[:, :, 0], x[:, :, 1], x[:, :, 2]
-    if layout == "grouped":
-        return x[..., 0, :], x[..., 1, :], x[..., 2, :]
-    return x[0], x[1], x[2]
+    pick = {"fused": lambda t, i: t[:, :, i], "grouped": lambda t, i: t[..., i, :], "separate": lambda t, i: t[i]}[layout]
+    if model:  # in place through the views
+        gain = torch.linspace(0.5, 3.0, 128, device="cuda")[torch.randperm(128, generator=gen, device="cuda")]
+        pick(x, 0).mul_(gain)
+        pick(x, 1).mul_(gain)
+        pick(x, 2).add_(2.0 * torch.randn(H, 128, generator=gen, device="cuda"))
+    x = x.to(torch.bfloat16)  # one BF16 buffer: the views keep the layout's strides
+    return pick(x, 0), pick(x, 1), pick(x, 2)
+
+
+def fp8_rounded(torch, x, smooth):
+    """x [B, S, H, D] rounded as the contract's inputs are (docs/DESIGN.md §2): per (batch, head,
+    128-token group) scale amax/448, e4m3 round-to-nearest-even; smooth: less V's per-(head, dim)
+    mean over the tokens, added back after. Exact attention on these is the FP8 floor."""
+    B, S, H, D = x.shape
+    mu = x.double().mean(dim=1, keepdim=True).float() if smooth else torch.zeros(1, device=x.device)
+    y = x.float() - mu
+    Sp = (S + 127) // 128 * 128
+    yp = torch.nn.functional.pad(y, (0, 0, 0, 0, 0, Sp - S)).view(B, Sp // 128, 128, H, D)
+    amax = yp.abs().amax(dim=(2, 4), keepdim=True)
+    sc = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    r = ((yp / sc).clamp(-448, 448).to(torch.float8_e4m3fn).float() * sc).view(B, Sp, H, D)[:, :S]
+    return r + mu
 
 
 def rel_rms(torch, a, ref):
@@ -99,13 +109,17 @@ def attention_cases(torch, h3block):
         torch.cuda.synchronize()
         ms = 1e3 * (time.time() - t0)
         ref, lref = exact(torch, q, k, v)
+        floor_o, _ = exact(torch, fp8_rounded(torch, q, False), fp8_rounded(torch, k, False), fp8_rounded(torch, v, True))
+        floor = rel_rms(torch, floor_o, ref)
+        del floor_o
         finite = bool(torch.isfinite(out).all()) and bool(torch.isfinite(lse).all())
         e, el = rel_rms(torch, out, ref), rel_rms(torch, lse, lref)
+        tol = FLOOR_FACTOR * floor + FLOOR_SLACK
         worst = max(worst, e)
-        check(finite and e <= ATTN_TOL and el <= LSE_TOL,
+        check(finite and e <= tol and el <= LSE_TOL,
               f"B {B} S {S:>5} H {H:>2} {'model' if model else 'randn'} {layout:<8}{' 3-D' if three_d else '    '} "
-              f"out rel RMS {100 * e:.3f}% (<= {100 * ATTN_TOL:g}%), LSE {100 * el:.3f}%, finite {finite}, "
-              f"{ms:.1f} ms incl. launch")
+              f"out rel RMS {100 * e:.3f}% (<= {100 * tol:.3f}%: floor {100 * floor:.3f}%), LSE {100 * el:.3f}%, "
+              f"finite {finite}, {ms:.1f} ms incl. launch")
     return worst
 
 
