@@ -54,7 +54,7 @@ for s in $steps; do
         export PKG_CONFIG_PATH=/tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig
         sed -i "s|/usr|/tmp/jsonc/usr|g" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
       fi
-      BUILD=build-gpu
+      BUILD=${H3_BUILD:-build-gpu} # under /tmp it survives between the calls of one warm machine
       if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) \
            -DH3_TORCH_PYTHON="$(command -v python3)" >"$OUT/build.log" 2>&1 &&
          cmake --build $BUILD -j16 >>"$OUT/build.log" 2>&1; then summary+=("build: ok"); else summary+=("build: FAILED"); tail -30 "$OUT/build.log"; fi
@@ -190,7 +190,7 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
       [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1
       [ -f "$QKV" ] && files+=("$QKV")
     done
-    export H3BLOCK_LIBRARY=$PWD/$BUILD/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
+    export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
     timeout 400 python3 tools/bench/peers_attention.py --qkv "$(IFS=,; echo "${files[*]}")" \
       --impls h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8 --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
     summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30
