@@ -13,9 +13,9 @@ on a full-size block (gen_weights --profile model) with H3AttnProcessor
 against its default processor, and h3block.Block on the same file.
 
 Budgets (docs/DESIGN.md §9): attention's relative RMS error against exact
-<= 1.25 x the floor + 0.5% (the contract measures 0.2-0.7% at floors of
-0.2-0.6%: accuracy.md; a broken kernel is ~100% off), LSE's RMS error <= 2%
-of its RMS; the block's
+<= 1.25 x the floor + 0.5% (a broken kernel is ~100% off), and the same for
+the LSE against the floor's LSE (with one key, S = 1, the LSE is one FP8
+logit: its relative error is the inputs' rounding); the block's
 update (out - x) within 3% of the default processor's (relative RMS), and
 every output finite.
 
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import FAILS, check  # noqa: E402
 import checks  # noqa: E402
 
-LSE_TOL, BLOCK_TOL = 2e-2, 3e-2
+BLOCK_TOL = 3e-2
 FLOOR_FACTOR, FLOOR_SLACK = 1.25, 5e-3  # ours may add P's e4m3 rounding to the inputs' (the floor)
 
 
@@ -109,16 +109,18 @@ def attention_cases(torch, h3block):
         torch.cuda.synchronize()
         ms = 1e3 * (time.time() - t0)
         ref, lref = exact(torch, q, k, v)
-        floor_o, _ = exact(torch, fp8_rounded(torch, q, False), fp8_rounded(torch, k, False), fp8_rounded(torch, v, True))
-        floor = rel_rms(torch, floor_o, ref)
-        del floor_o
+        floor_o, floor_l = exact(torch, fp8_rounded(torch, q, False), fp8_rounded(torch, k, False),
+                                 fp8_rounded(torch, v, True))
+        floor, floor_lse = rel_rms(torch, floor_o, ref), rel_rms(torch, floor_l, lref)
+        del floor_o, floor_l
         finite = bool(torch.isfinite(out).all()) and bool(torch.isfinite(lse).all())
         e, el = rel_rms(torch, out, ref), rel_rms(torch, lse, lref)
-        tol = FLOOR_FACTOR * floor + FLOOR_SLACK
+        tol, tol_lse = FLOOR_FACTOR * floor + FLOOR_SLACK, FLOOR_FACTOR * floor_lse + FLOOR_SLACK
         worst = max(worst, e)
-        check(finite and e <= tol and el <= LSE_TOL,
+        check(finite and e <= tol and el <= tol_lse,
               f"B {B} S {S:>5} H {H:>2} {'model' if model else 'randn'} {layout:<8}{' 3-D' if three_d else '    '} "
-              f"out rel RMS {100 * e:.3f}% (<= {100 * tol:.3f}%: floor {100 * floor:.3f}%), LSE {100 * el:.3f}%, "
+              f"out rel RMS {100 * e:.3f}% (<= {100 * tol:.3f}%: floor {100 * floor:.3f}%), "
+              f"LSE {100 * el:.3f}% (<= {100 * tol_lse:.3f}%), "
               f"finite {finite}, {ms:.1f} ms incl. launch")
     return worst
 
