@@ -192,11 +192,12 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     done
     export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
     timeout 400 python3 tools/bench/peers_attention.py --qkv "$(IFS=,; echo "${files[*]}")" \
-      --impls h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8 --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
+      --impls "${H3_PYBENCH_IMPLS:-h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8}" --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
     summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30
     IN=$P/inputs_model_30272.safetensors
     [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens 30272 --seed 2 --out "$IN" >/dev/null
     timeout 300 python3 tools/bench/diffusers_block.py --weights "$W" --input "$IN" --json "$OUT/pybench_block.json" \
+      --modes "${H3_PYBENCH_MODES:-eager,compile}" \
       >"$OUT/pybench_block.log" 2>&1
     summary+=("pybench diffusers block: rc=$?"); tail -8 "$OUT/pybench_block.log" ;;
   sanitize)
