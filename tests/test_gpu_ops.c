@@ -560,6 +560,86 @@ static void test_qk(int S, int H, int smooth, int rot)
     free(gq), free(gk), free(gv), free(gsq), free(gsk), free(gsv), free(gmu), free(rmu);
 }
 
+/* ================= the library's quantiser: q, k, v as given ================= */
+/* h3k_qkv_quant on views of one fused [S][3][H][128] buffer (token stride
+ * 3 H 128, head stride 128: what a fused QKV projection gives) against
+ * cpu_quant_fp8 on contiguous copies: no norm or RoPE in between, so codes
+ * and scales must match bit for bit; V's mean (smooth) from h3k_v_mean over
+ * the strided view against cpu_v_mean over the copy, bit for bit too. */
+typedef struct {
+    const uint16_t *buf;
+    int S, H;
+    float *vmu;
+    uint8_t *q8, *k8, *vt8;
+    float *sq, *sk, *sv;
+} qkvq_ctx;
+static int qkvq_launch(void *p)
+{
+    qkvq_ctx *c = p;
+    const long ld = 3L * c->H * 128, hd = (long)c->H * 128;
+    if (c->vmu) {
+        const int rc = h3k_v_mean(c->buf + 2 * hd, ld, 128, c->S, c->H, c->vmu, 0);
+        if (rc) return rc;
+    }
+    return h3k_qkv_quant(c->buf, ld, 128, c->buf + hd, ld, 128, c->buf + 2 * hd, ld, 128, c->S, c->H, c->vmu, c->q8,
+                         c->k8, c->vt8, c->sq, c->sk, c->sv, 0);
+}
+static void test_qkv_quant(int S, int H, int smooth)
+{
+    const size_t hd = (size_t)H * 128, nb = (size_t)S * 3 * hd, n8 = (size_t)H * h3_pad_tokens(S) * 128,
+                 ns = (size_t)H * h3_groups(S);
+    uint16_t *buf = xmalloc(nb * 2), *cp[3];
+    fill_bf16_normal(buf, nb, 0.0f, 1.0f);
+    for (int t = 0; t < 3; t++) {
+        cp[t] = xmalloc((size_t)S * hd * 2);
+        for (int i = 0; i < S; i++)
+            for (size_t j = 0; j < hd; j++) {
+                uint16_t *e = &buf[((size_t)i * 3 + t) * hd + j];
+                /* per-(head, group) scales 2^-4..2^4, and V's channel means when smoothed */
+                const int h = (int)(j / 128);
+                float x = h3_bf16_to_f32(*e) *
+                          exp2f((float)(8.0 * h3_uniform(g_seed, 1100 + t, (uint64_t)(i / 128) * H + h) - 4.0));
+                if (t == 2 && smooth) x += (float)(8.0 * h3_uniform(g_seed, 1103, j) - 4.0);
+                *e = cp[t][(size_t)i * hd + j] = h3_f32_to_bf16(x);
+            }
+    }
+    float *rmu = NULL;
+    if (smooth) {
+        rmu = xmalloc(hd * 4);
+        cpu_v_mean(cp[2], (long)hd, 128, S, H, rmu);
+    }
+    uint8_t *rq = xmalloc(n8), *rk = xmalloc(n8), *rv = xmalloc(n8);
+    float *rsq = xmalloc(ns * 4), *rsk = xmalloc(ns * 4), *rsv = xmalloc(ns * 4);
+    cpu_quant_fp8(S, H, cp[0], cp[1], cp[2], NULL, 0, rmu, 0, rq, rk, rv, rsq, rsk, rsv);
+    qkvq_ctx c = {upload(buf, nb * 2), S, H, smooth ? dalloc(hd * 4) : NULL, dalloc(n8), dalloc(n8), dalloc(n8),
+                  dalloc(ns * 4), dalloc(ns * 4), dalloc(ns * 4)};
+    uint8_t *g8[3] = {xmalloc(n8), xmalloc(n8), xmalloc(n8)};
+    float *gs[3] = {xmalloc(ns * 4), xmalloc(ns * 4), xmalloc(ns * 4)}, *gmu = xmalloc(hd * 4);
+    outbuf o[7] = {{c.q8, n8, g8[0]},     {c.k8, n8, g8[1]},     {c.vt8, n8, g8[2]}, {c.sq, ns * 4, gs[0]},
+                   {c.sk, ns * 4, gs[1]}, {c.sv, ns * 4, gs[2]}, {c.vmu, hd * 4, gmu}};
+    char what[160];
+    snprintf(what, sizeof what, "qkv_quant (fused QKV views) S=%d H=%d%s", S, H, smooth ? " V smoothed" : "");
+    if (run_twice(what, qkvq_launch, &c, o, smooth ? 7 : 6, 1) >= 0) {
+        static const char *const names[3] = {"q8", "k8", "vt8"}, *const snames[3] = {"sq", "sk", "sv"};
+        const uint8_t *r8[3] = {rq, rk, rv};
+        const float *rs[3] = {rsq, rsk, rsv};
+        for (int t = 0; t < 3; t++) {
+            snprintf(what, sizeof what, "qkv_quant S=%d H=%d%s %s", S, H, smooth ? " V smoothed" : "", names[t]);
+            cmp_codes(what, g8[t], r8[t], n8, 1);
+            snprintf(what, sizeof what, "qkv_quant S=%d H=%d%s %s", S, H, smooth ? " V smoothed" : "", snames[t]);
+            cmp_scales(what, gs[t], rs[t], ns, 1);
+        }
+        if (smooth) {
+            snprintf(what, sizeof what, "v_mean of a strided view S=%d H=%d", S, H);
+            cmp_scales(what, gmu, rmu, hd, 1);
+        }
+    }
+    cudaFree((void *)c.buf), cudaFree(c.vmu), cudaFree(c.q8), cudaFree(c.k8), cudaFree(c.vt8);
+    cudaFree(c.sq), cudaFree(c.sk), cudaFree(c.sv);
+    for (int t = 0; t < 3; t++) free(cp[t]), free(g8[t]), free(gs[t]);
+    free(buf), free(rmu), free(rq), free(rk), free(rv), free(rsq), free(rsk), free(rsv), free(gmu);
+}
+
 /* ================= GEMM ================= */
 /* GEMM output vs its CPU twin: relative RMS <= 1e-2, nothing non-finite
  * (the 1-ulp count is reported). Both GEMM kinds. */
@@ -910,6 +990,8 @@ int main(int argc, char **argv)
             test_qk(S_LIST[i], HL[hi], 0, 0);
             test_qk(S_LIST[i], HL[hi], 1, 0);
             test_qk(S_LIST[i], HL[hi], 0, 1);
+            test_qkv_quant(S_LIST[i], HL[hi], 0);
+            test_qkv_quant(S_LIST[i], HL[hi], 1);
         }
 
     char err[256];
