@@ -52,7 +52,8 @@ static void progress_step(progress_t *p, int stage, double work)
  * n x K codes and n scales). */
 typedef struct {
     uint8_t *w8; /* [N][K] e4m3, NULL: BF16 */
-    float *ws;   /* [N] */
+    float *ws;   /* [N], or with blocks [N / 128][K / 128] (rounded up) */
+    int blocks;  /* block scales (CPU_FP8_BLOCKS) */
 } gemm_w8;
 
 static void block_gemm(const gemm_w8 *q, const uint16_t *x, const uint16_t *W, int n, int N, int K, uint16_t *y,
@@ -60,10 +61,13 @@ static void block_gemm(const gemm_w8 *q, const uint16_t *x, const uint16_t *W, i
 {
     if (!q->w8) {
         cpu_gemm_bf16(x, W, n, N, K, NULL, n, y);
-        return;
+    } else if (q->blocks) {
+        cpu_quant_blocks_e4m3(x, n, K, 1, x8, sx);
+        cpu_gemm_fp8_blocks(x8, sx, 1, q->w8, q->ws, 128, n, N, K, NULL, n, y);
+    } else {
+        cpu_quant_rows_e4m3(x, n, K, x8, sx);
+        cpu_gemm_fp8(x8, sx, q->w8, q->ws, n, N, K, NULL, n, y);
     }
-    cpu_quant_rows_e4m3(x, n, K, x8, sx);
-    cpu_gemm_fp8(x8, sx, q->w8, q->ws, n, N, K, NULL, n, y);
 }
 
 /* Records stage as the first non-finite one when at >= 0 (an index found
@@ -113,16 +117,23 @@ static int block_forward(const h3_config *cfg, const cpu_block_weights *wt, int 
     uint8_t *x8 = NULL;
     float *sx = NULL;
     int fp8_ok = 1;
-    if (fp8_mask) {
-        x8 = malloc((size_t)CHUNK * (F > I ? (F > C ? F : C) : (I > C ? I : C)));
-        sx = malloc(sizeof(float) * CHUNK);
+    const int blocks = (fp8_mask & CPU_FP8_BLOCKS) != 0;
+    if (fp8_mask & CPU_FP8_ALL) {
+        const int kmax = F > I ? (F > C ? F : C) : (I > C ? I : C);
+        x8 = malloc((size_t)CHUNK * kmax);
+        sx = malloc(sizeof(float) * CHUNK * (blocks ? (kmax + 127) / 128 : 1));
         fp8_ok = x8 && sx;
         for (int g = 0; g < 4 && fp8_ok; g++)
             if (fp8_mask & (1 << g)) {
+                const int nb = blocks ? (gemm_n[g] + 127) / 128 * ((gemm_k[g] + 127) / 128) : gemm_n[g];
                 qw[g].w8 = malloc((size_t)gemm_n[g] * gemm_k[g]);
-                qw[g].ws = malloc(sizeof(float) * gemm_n[g]);
+                qw[g].ws = malloc(sizeof(float) * nb);
+                qw[g].blocks = blocks;
                 fp8_ok = qw[g].w8 && qw[g].ws;
-                if (fp8_ok) cpu_quant_rows_e4m3(wt->w[gemm_t[g]], gemm_n[g], gemm_k[g], qw[g].w8, qw[g].ws);
+                if (fp8_ok && blocks)
+                    cpu_quant_blocks_e4m3(wt->w[gemm_t[g]], gemm_n[g], gemm_k[g], 128, qw[g].w8, qw[g].ws);
+                else if (fp8_ok)
+                    cpu_quant_rows_e4m3(wt->w[gemm_t[g]], gemm_n[g], gemm_k[g], qw[g].w8, qw[g].ws);
             }
     }
     if (!fp8_ok || !mod || !a || !y || !x1 || !o || !buf || !u || (exact ? !qb || !kb || !vb : !q8 || !k8 || !vt8 || !sc)) {
@@ -289,5 +300,6 @@ int cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int
                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
                           int progress, uint16_t *out, cpu_block_stats *st)
 {
-    return block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, 0, fp8_mask & 15, progress, out, st);
+    return block_forward(cfg, wt, S, x, temb, tags, pos, key_tile, 0, fp8_mask & (CPU_FP8_ALL | CPU_FP8_BLOCKS),
+                         progress, out, st);
 }

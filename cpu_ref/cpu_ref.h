@@ -97,6 +97,18 @@ void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const f
  * s = amax_row / 448 (1 if 0), code = e4m3_satfinite_rne(x * (448 / amax)). */
 void cpu_quant_rows_e4m3(const uint16_t *x, long nrows, int cols, uint8_t *q, float *s);
 
+/* The FP8 GEMM with block scales (cuBLASLt's 1x128 activation and 128x128
+ * weight scales on Hopper; not dit_block's mode, a study: tools/fp8_error
+ * --scales blocks): x [rows][K] quantised per (brows x 128) block, s
+ * [ceil(rows / brows)][ceil(K / 128)] = amax / 448 (1 if 0), code =
+ * e4m3(x * (448 / amax)), the last blocks ragged. */
+void cpu_quant_blocks_e4m3(const uint16_t *x, long nrows, int cols, int brows, uint8_t *q, float *s);
+/* y [nrows][N] bf16 = bf16(sum_k (x8 * sx_block) (W8 * sw_block)): each code
+ * times its block's scale in FP32, FP32 sum; bx, bw: the block heights of x's
+ * and W's scales (1 and 128 for cuBLASLt's mode). */
+void cpu_gemm_fp8_blocks(const uint8_t *x8, const float *sx, int bx, const uint8_t *W8, const float *sw, int bw, int S,
+                         int N, int K, const int *rows, int nrows, uint16_t *y);
+
 /* qkv [S][3*H*D] bf16 grouped, pos [S][3] f32, qw, kw [D] bf16 ->
  * q, k, v [nrows][H*D] bf16 (q, k normed + RoPE'd; v copied). */
 void cpu_qk_norm_rope(const h3_config *cfg, const uint16_t *qkv, const float *pos, const uint16_t *qw,
@@ -177,6 +189,9 @@ int cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, 
  * input per token (cpu_quant_rows_e4m3) and runs cpu_gemm_fp8. fp8_mask = 0
  * is cpu_block_forward. */
 #define CPU_FP8_ALL H3_FP8_ALL
+/* bit 4 of fp8_mask: those GEMMs with block scales instead (cpu_gemm_fp8_blocks:
+ * inputs per token per 128 columns, weights per 128 x 128 block) */
+#define CPU_FP8_BLOCKS 16
 int cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
                           int progress, uint16_t *out, cpu_block_stats *st);

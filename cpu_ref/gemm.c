@@ -29,16 +29,24 @@
 
 typedef float v8f __attribute__((vector_size(32)));
 
-/* The operands' element type: BF16 words or e4m3 codes (widened exactly). */
+/* The operands' element type: BF16 words or e4m3 codes (widened exactly),
+ * the codes optionally times a scale per (brows x 128) block (bs [row /
+ * brows][k / 128], ld ceil(K / 128): cpu_gemm_fp8_blocks). */
 typedef struct {
     const void *p;
     const float *e4m3; /* NULL: BF16 words; else e4m3 codes and their [256] values */
+    const float *bs;   /* block scales, or NULL */
+    int brows;
 } operand;
 
 /* Row r, columns k0..k0+kc-1 of a [*][K] operand, widened to FP32. */
 static void widen_row(operand a, size_t r, int K, int k0, int kc, float *dst, int stride)
 {
-    if (a.e4m3) {
+    if (a.e4m3 && a.bs) { /* code x its block's scale, rounded to FP32 once */
+        const uint8_t *src = (const uint8_t *)a.p + r * K + k0;
+        const float *bs = a.bs + r / (size_t)a.brows * ((K + 127) / 128);
+        for (int k = 0; k < kc; k++) dst[k * stride] = a.e4m3[src[k]] * bs[(k0 + k) / 128];
+    } else if (a.e4m3) {
         const uint8_t *src = (const uint8_t *)a.p + r * K + k0;
         for (int k = 0; k < kc; k++) dst[k * stride] = a.e4m3[src[k]];
     } else {
@@ -162,7 +170,7 @@ void cpu_gemm_bf16(const uint16_t *x, const uint16_t *W, int S, int N, int K, co
                    uint16_t *y)
 {
     (void)S;
-    gemm_core((operand){x, NULL}, (operand){W, NULL}, NULL, NULL, N, K, rows, nrows, y);
+    gemm_core((operand){x, NULL, NULL, 0}, (operand){W, NULL, NULL, 0}, NULL, NULL, N, K, rows, nrows, y);
 }
 
 void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const float *sw, int S, int N, int K,
@@ -171,7 +179,39 @@ void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const f
     (void)S;
     float lut[256];
     for (int c = 0; c < 256; c++) lut[c] = h3_e4m3_to_f32((uint8_t)c);
-    gemm_core((operand){x8, lut}, (operand){W8, lut}, sx, sw, N, K, rows, nrows, y);
+    gemm_core((operand){x8, lut, NULL, 0}, (operand){W8, lut, NULL, 0}, sx, sw, N, K, rows, nrows, y);
+}
+
+void cpu_gemm_fp8_blocks(const uint8_t *x8, const float *sx, int bx, const uint8_t *W8, const float *sw, int bw, int S,
+                         int N, int K, const int *rows, int nrows, uint16_t *y)
+{
+    (void)S;
+    float lut[256];
+    for (int c = 0; c < 256; c++) lut[c] = h3_e4m3_to_f32((uint8_t)c);
+    gemm_core((operand){x8, lut, sx, bx}, (operand){W8, lut, sw, bw}, NULL, NULL, N, K, rows, nrows, y);
+}
+
+void cpu_quant_blocks_e4m3(const uint16_t *x, long nrows, int cols, int brows, uint8_t *q, float *s)
+{
+    const int nb = (cols + 127) / 128;
+    const long nbr = (nrows + brows - 1) / brows;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (long br = 0; br < nbr; br++)
+        for (int kb = 0; kb < nb; kb++) {
+            const long r0 = br * brows, r1 = r0 + brows < nrows ? r0 + brows : nrows;
+            const int c0 = kb * 128, c1 = c0 + 128 < cols ? c0 + 128 : cols;
+            float amax = 0.0f;
+            for (long r = r0; r < r1; r++)
+                for (int c = c0; c < c1; c++) {
+                    const float a = fabsf(h3_bf16_to_f32(x[(size_t)r * cols + c]));
+                    if (a > amax) amax = a;
+                }
+            const float inv = amax > 0.0f ? 448.0f / amax : 1.0f;
+            s[br * nb + kb] = amax > 0.0f ? amax / 448.0f : 1.0f;
+            for (long r = r0; r < r1; r++)
+                for (int c = c0; c < c1; c++)
+                    q[(size_t)r * cols + c] = h3_f32_to_e4m3(h3_bf16_to_f32(x[(size_t)r * cols + c]) * inv);
+        }
 }
 
 void cpu_quant_rows_e4m3(const uint16_t *x, long nrows, int cols, uint8_t *q, float *s)

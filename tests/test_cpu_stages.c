@@ -607,6 +607,63 @@ static void test_fp8_gemm(void)
     free(x); free(W); free(x8); free(w8); free(sx); free(sw); free(y); free(ys);
 }
 
+/* The block-scaled FP8 GEMM (cpu_gemm_fp8_blocks, fp8_error --scales blocks):
+ * the quantiser against its definition per (brows x 128) block, ragged last
+ * blocks in both directions, an all-zero block; the GEMM against the same
+ * sum in double of each code times its block's scale. */
+static void test_fp8_gemm_blocks(void)
+{
+    const int S = 9, N = 150, K = 300; /* K: 2 full column blocks and a ragged one; N: 128 + 22 rows */
+    uint16_t *x = rand_bf16((size_t)S * K, 2, 0), *W = rand_bf16((size_t)N * K, 0.05, 0);
+    for (int k = 128; k < 256; k++) x[3 * K + k] = 0; /* row 3, column block 1: scale 1, codes 0 */
+    W[140 * K + 290] = h3_f32_to_bf16(40.0f);         /* an outlier: only its 128x128 (ragged) block follows it */
+    const int nb = (K + 127) / 128;
+    uint8_t *x8 = malloc((size_t)S * K), *w8 = malloc((size_t)N * K);
+    float *sx = malloc(sizeof(float) * S * nb), *sw = malloc(sizeof(float) * 2 * nb);
+    cpu_quant_blocks_e4m3(x, S, K, 1, x8, sx);
+    cpu_quant_blocks_e4m3(W, N, K, 128, w8, sw);
+    int ok = 1;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint16_t *a = pass ? W : x;
+        const uint8_t *a8 = pass ? w8 : x8;
+        const float *as = pass ? sw : sx;
+        const int rows = pass ? N : S, br = pass ? 128 : 1;
+        for (int b = 0; b * br < rows; b++)
+            for (int kb = 0; kb < nb; kb++) {
+                float amax = 0;
+                for (int r = b * br; r < rows && r < (b + 1) * br; r++)
+                    for (int k = kb * 128; k < K && k < kb * 128 + 128; k++)
+                        amax = fmaxf(amax, (float)fabs(bf(a[(size_t)r * K + k])));
+                ok &= as[b * nb + kb] == (amax > 0 ? amax / 448.0f : 1.0f);
+                for (int r = b * br; r < rows && r < (b + 1) * br; r++)
+                    for (int k = kb * 128; k < K && k < kb * 128 + 128; k++)
+                        ok &= a8[(size_t)r * K + k] ==
+                              h3_f32_to_e4m3(bf(a[(size_t)r * K + k]) * (amax > 0 ? 448.0f / amax : 1.0f));
+            }
+    }
+    expect("quant_blocks_e4m3 == its definition (1x128 and 128x128 blocks, ragged, a zero block)",
+           ok && sx[3 * nb + 1] == 1.0f && sw[nb + 2] == 40.0f / 448.0f && sw[2] != sw[nb + 2]);
+    uint16_t *y = malloc((size_t)S * N * 2);
+    cpu_gemm_fp8_blocks(x8, sx, 1, w8, sw, 128, S, N, K, NULL, S, y);
+    h3t_stats st = {0};
+    for (int r = 0; r < S; r++)
+        for (int n = 0; n < N; n++) {
+            double d = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                const double t = (double)h3_e4m3_to_f32(x8[(size_t)r * K + k]) * sx[r * nb + k / 128] *
+                                 h3_e4m3_to_f32(w8[(size_t)n * K + k]) * sw[(n / 128) * nb + k / 128];
+                d += t;
+                mag += fabs(t);
+            }
+            /* BF16 rounding, the FP32 sum, each dequantised operand rounded to FP32 */
+            h3t_acc(&st, bf(y[(size_t)r * N + n]), d, B * fabs(d) + (K + 2) * U * mag + 1e-37);
+        }
+    char wd[96];
+    snprintf(wd, sizeof wd, "gemm_fp8_blocks S=%d N=%d K=%d", S, N, K);
+    report(wd, &st);
+    free(x); free(W); free(x8); free(w8); free(sx); free(sw); free(y);
+}
+
 /* y = x W^T through the FP8 GEMM mode: both quantised per row, then gemm_fp8. */
 static void chain_gemm(int fp8, const uint16_t *x, const uint16_t *W, int S, int N, int K, uint16_t *y)
 {
@@ -727,6 +784,7 @@ int main(int argc, char **argv)
     test_fused_quant();
     test_residual_swiglu();
     test_fp8_gemm();
+    test_fp8_gemm_blocks();
     test_block();
     printf("test_cpu_stages: %s\n", g_fail ? "FAILED" : "passed");
     return g_fail;
