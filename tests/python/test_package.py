@@ -83,6 +83,25 @@ def run_checks(src, work, gen_weights):
     subprocess.run([gen_weights, "--config", "tiny", "--out", tiny], check=True, capture_output=True)
     expect_raises(RuntimeError, "built without CUDA", B, tiny, device=0)
     expect_raises(RuntimeError, "built without CUDA", h3block.attention_kernel, 0)
+    # a Block's call checks its tensors before the library: a handle-less stand-in for a created
+    # block (hidden 256, temb 64 on cuda:0: the tiny config) reaches none of it
+    blk = object.__new__(h3block.Block)
+    blk._h, blk.device_index, blk.hidden, blk.temb_dim = 1, 0, 256, 64
+    S = 16
+    x, temb = z(S, 256), z(64, dt=torch.float32)
+    tags, pos = z(S, dt=torch.int32), z(S, 3, dt=torch.float32)
+    expect_raises(ValueError, "x must be a [S, 256] tensor", blk, z(S, 256, 1), temb, tags, pos)
+    expect_raises(TypeError, "x has dtype torch.float32", blk, z(S, 256, dt=torch.float32), temb, tags, pos)
+    expect_raises(ValueError, "x has shape (16, 255)", blk, z(S, 255), temb, tags, pos)
+    expect_raises(TypeError, "temb has dtype torch.bfloat16", blk, x, z(64), tags, pos)
+    expect_raises(ValueError, "temb has shape (1, 64)", blk, x, z(1, 64, dt=torch.float32), tags, pos)
+    expect_raises(TypeError, "tags has dtype torch.int64", blk, x, temb, z(S, dt=torch.int64), pos)
+    expect_raises(ValueError, "positions has shape (16, 2)", blk, x, temb, tags, z(S, 2, dt=torch.float32))
+    expect_raises(ValueError, "positions is not contiguous", blk, x, temb, tags, z(3, S, dt=torch.float32).T)
+    expect_raises(ValueError, "x is on cpu; the block is on cuda:0", blk, x, temb, tags, pos)
+    expect_raises(TypeError, "temb must be a torch.Tensor", blk, x, [0.0] * 64, tags, pos)
+    blk._h = None
+    expect_raises(RuntimeError, "h3block.Block: closed", blk, x, temb, tags, pos)
 
     # the diffusers processor: wired into diffusers' own block, it reaches h3block.attention
     try:

@@ -238,8 +238,6 @@ class Block:
             raise ValueError(f"h3block.Block: {name} has shape {tuple(t.shape)}; expected {shape}")
         if not t.is_contiguous():
             raise ValueError(f"h3block.Block: {name} is not contiguous")
-        if t.device.type != "cuda" or t.device.index != self.device_index:
-            raise ValueError(f"h3block.Block: {name} is on {t.device}; the block is on cuda:{self.device_index}")
 
     def __call__(self, x, temb, tags, positions):
         if self._h is None:
@@ -251,6 +249,9 @@ class Block:
         self._check("temb", temb, "torch.float32", (self.temb_dim,))
         self._check("tags", tags, "torch.int32", (S,))
         self._check("positions", positions, "torch.float32", (S, 3))
+        for name, t in (("x", x), ("temb", temb), ("tags", tags), ("positions", positions)):
+            if t.device.type != "cuda" or t.device.index != self.device_index:
+                raise ValueError(f"h3block.Block: {name} is on {t.device}; the block is on cuda:{self.device_index}")
         torch = _torch()
         L = _lib.lib()
         with torch.cuda.device(x.device):
