@@ -144,6 +144,8 @@ def _custom_op():
     global _op
     if _op is None:
         torch = _torch()
+        if not hasattr(torch.library, "custom_op"):
+            raise RuntimeError(f"h3block.attention needs torch >= 2.4 (torch.library.custom_op); this is {torch.__version__}")
 
         @torch.library.custom_op("h3block::attention", mutates_args=())
         def op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -162,7 +164,10 @@ def _custom_op():
 # With torch already imported (the usual order), register the op now: defining it inside
 # torch.compile's tracing of a first call is not possible. Otherwise the first call does.
 if "torch" in sys.modules:
-    _custom_op()
+    try:
+        _custom_op()
+    except Exception:  # noqa: BLE001 - a torch without torch.library.custom_op (< 2.4): the first call says so
+        pass
 
 
 def attention(q, k, v, *, return_lse=False):
