@@ -585,9 +585,8 @@ H3B_API h3b_status h3b_block_forward(h3b_block *b, int S, const void *x, const f
     br->d.tags = (int32_t *)tags;
     br->d.pos = (float *)positions;
     br->d.out = (uint16_t *)out;
-    int ops[OP_N], nops = 0;
-    for (int op = 0; op < OP_N; op++)
-        if (op != OP_OUTQ || h3r_fp8(br, G_OUT)) ops[nops++] = op;
+    int ops[OP_N];
+    const int nops = h3r_block_ops(br, 0, OP_N, ops);
     for (int j = 0; j < nops; j++)
         if (h3r_enqueue_op(br, ops[j], err, len)) return H3B_ERR_CUDA;
     return H3B_OK;

@@ -368,6 +368,14 @@ int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen)
 }
 #undef TRY
 
+int h3r_block_ops(const block_run *br, int first, int last, int ops[OP_N])
+{
+    int n = 0;
+    for (int op = first; op < last; op++)
+        if (op != OP_OUTQ || h3r_fp8(br, G_OUT)) ops[n++] = op;
+    return n;
+}
+
 void h3r_run_op(block_run *br, int op)
 {
     char err[512];
@@ -644,9 +652,8 @@ int gpu_run_block(const h3_run_params *o, const gpu_info *gi, const h3_block *bl
     h3_lt_set_fast_accum(br.lt, o->fast_accum);
 
     /* The ops of one block run, in order (adaLN apart: once per timestep; the RoPE table: once per sequence). */
-    int ops[OP_N], nops = 0;
-    for (int op = OP_NORM1; op < OP_N; op++)
-        if (op != OP_OUTQ || h3r_fp8(&br, G_OUT)) ops[nops++] = op;
+    int ops[OP_N];
+    const int nops = h3r_block_ops(&br, OP_NORM1, OP_N, ops);
 
     cudaEvent_t ev[OP_N + 1];
     for (int i = 0; i <= OP_N; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));

@@ -114,6 +114,9 @@ int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errle
 /* Enqueues one op of br on br->st: 0, or -1 with err naming the op and the
  * CUDA or cuBLASLt error. */
 int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen);
+/* The ops first..last-1 (OP_*, block order) that br runs, into ops; returns
+ * their count: out_quant only when out_gemm is FP8. */
+int h3r_block_ops(const block_run *br, int first, int last, int ops[OP_N]);
 /* h3r_enqueue_op for dit_block: a failure is printed and exits 1. */
 void h3r_run_op(block_run *br, int op);
 /* Uploads the block's weights into br's already allocated weight buffers

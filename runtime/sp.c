@@ -323,8 +323,9 @@ static void run_block(sp_ctx *x)
     mark(x, 4);
     for (int r = 0; r < x->P; r++) {
         CUDA_CHECK(cudaSetDevice(x->rk[r].dev));
-        for (int op = OP_OUTQ; op < OP_N; op++)
-            if (op != OP_OUTQ || h3r_fp8(&x->rk[r].br, G_OUT)) h3r_run_op(&x->rk[r].br, op);
+        int ops[OP_N];
+        const int nops = h3r_block_ops(&x->rk[r].br, OP_OUTQ, OP_N, ops);
+        for (int j = 0; j < nops; j++) h3r_run_op(&x->rk[r].br, ops[j]);
     }
     mark(x, 5);
 }
