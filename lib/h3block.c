@@ -286,6 +286,19 @@ static h3b_status run_attention(h3b_attn *a, int B, int S, int H, h3b_tensor q, 
 }
 #endif
 
+/* The handle can run now: it was created, and its device is the current one
+ * (in a build without CUDA it never can: the message says so). */
+static h3b_status attn_ready(h3b_attn *a)
+{
+#ifdef H3_HAVE_CUDA
+    if (!a->kernel[0])
+        return fail(a->err, sizeof a->err, H3B_ERR_UNSUPPORTED, "the handle was not created (see its create's status)");
+    return on_device(a->device, a->err, sizeof a->err);
+#else
+    return fail(a->err, sizeof a->err, H3B_ERR_UNSUPPORTED, "this h3block was built without CUDA");
+#endif
+}
+
 H3B_API h3b_status h3b_attention_ws(h3b_attn *a, int B, int S, int H, h3b_tensor q, h3b_tensor k, h3b_tensor v,
                                     void *out, float *lse, void *workspace, size_t workspace_bytes, void *stream)
 {
@@ -301,13 +314,12 @@ H3B_API h3b_status h3b_attention_ws(h3b_attn *a, int B, int S, int H, h3b_tensor
         return fail(a->err, sizeof a->err, H3B_ERR_ARGUMENT,
                     "workspace_bytes = %zu: S = %d, H = %d need %zu (h3b_attention_workspace_size)", workspace_bytes,
                     S, H, need);
+    if ((st = attn_ready(a))) return st;
 #ifdef H3_HAVE_CUDA
-    if (!a->kernel[0]) return fail(a->err, sizeof a->err, H3B_ERR_UNSUPPORTED, "the handle was not created (see its create's status)");
-    if ((st = on_device(a->device, a->err, sizeof a->err))) return st;
     return run_attention(a, B, S, H, q, k, v, out, lse, workspace, (cudaStream_t)stream);
 #else
     (void)stream;
-    return fail(a->err, sizeof a->err, H3B_ERR_UNSUPPORTED, "this h3block was built without CUDA");
+    return H3B_ERR_UNSUPPORTED; /* not reached: attn_ready failed */
 #endif
 }
 
@@ -316,10 +328,8 @@ H3B_API h3b_status h3b_attention(h3b_attn *a, int B, int S, int H, h3b_tensor q,
 {
     if (!a) return H3B_ERR_ARGUMENT;
     h3b_status st = check_attention(a, B, S, H, q, k, v, out, lse);
-    if (st) return st;
+    if (st || (st = attn_ready(a))) return st;
 #ifdef H3_HAVE_CUDA
-    if (!a->kernel[0]) return fail(a->err, sizeof a->err, H3B_ERR_UNSUPPORTED, "the handle was not created (see its create's status)");
-    if ((st = on_device(a->device, a->err, sizeof a->err))) return st;
     const size_t need = h3b_attention_workspace_size(S, H);
     if (a->ws_bytes < need) {
         /* grow: the old workspace may still be read by work in flight */
@@ -336,11 +346,8 @@ H3B_API h3b_status h3b_attention(h3b_attn *a, int B, int S, int H, h3b_tensor q,
         }
         a->ws_bytes = need;
     }
-    return run_attention(a, B, S, H, q, k, v, out, lse, a->ws, (cudaStream_t)stream);
-#else
-    (void)stream;
-    return fail(a->err, sizeof a->err, H3B_ERR_UNSUPPORTED, "this h3block was built without CUDA");
 #endif
+    return h3b_attention_ws(a, B, S, H, q, k, v, out, lse, a->ws, a->ws_bytes, stream);
 }
 
 /* ======================================================================== */
