@@ -644,3 +644,14 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
                                                                          lse);
     return (int)cudaGetLastError();
 }
+
+static int g_selected; /* h3lab_select's variant */
+
+extern "C" void h3lab_select(int variant) { g_selected = variant; }
+
+extern "C" int h3lab_attn_sm90_selected(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                                        const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
+                                        float *lse, h3_stream stream)
+{
+    return h3lab_attn_sm90(g_selected, q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
+}

@@ -18,6 +18,13 @@ extern "C" {
 int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
                     const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse,
                     h3_stream stream);
+/* h3lab_attn_sm90 of the variant last passed to h3lab_select (0: none yet,
+ * cudaErrorInvalidValue): the launcher signature of kernels.h, for the
+ * kernel tables of the tests and the benchmark (--variant N). */
+void h3lab_select(int variant);
+int h3lab_attn_sm90_selected(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
+                             const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
+                             float *lse, h3_stream stream);
 const char *h3lab_attn_sm90_name(int variant); /* "vN ...", NULL if there is no such variant */
 int h3lab_attn_sm90_smoothed(int variant);     /* 1: called with V's mean, 0: without, -1: no such variant */
 

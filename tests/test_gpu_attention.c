@@ -47,14 +47,7 @@
 #include "test_stats.h"
 
 #ifdef H3_LAB
-#include "lab.h"
-/* --variant N: the lab's variant N instead of the Hopper kernel's default */
-static int g_lab_variant;
-static int lab_attn(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                    const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream)
-{
-    return h3lab_attn_sm90(g_lab_variant, q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
-}
+#include "lab.h" /* --variant N: the lab's variant N instead of the Hopper kernel's default */
 #endif
 
 #define D 128
@@ -596,10 +589,10 @@ int main(int argc, char **argv)
         }
         static char vname[16];
         snprintf(vname, sizeof vname, "lab v%d", variant);
-        g_lab_variant = variant;
+        h3lab_select(variant);
         printf("lab variant: %s\n", h3lab_attn_sm90_name(variant));
         nk = 0;
-        kernels[nk++] = (kernel_desc){vname, lab_attn, h3k_attn_fp8_sm90_key_tile(), 1, sm};
+        kernels[nk++] = (kernel_desc){vname, h3lab_attn_sm90_selected, h3k_attn_fp8_sm90_key_tile(), 1, sm};
     }
 #endif
 

@@ -214,12 +214,6 @@ static void write_json(const char *path, int H)
 
 #ifdef H3_LAB
 #include "lab.h"
-static int g_lab_variant;
-static int lab_attn(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                    const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream)
-{
-    return h3lab_attn_sm90(g_lab_variant, q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
-}
 #endif
 
 static row_t *new_row(const char *kernel, int S, int H)
@@ -879,10 +873,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_attn: --variant %d: the lab has no such variant\n", variant);
             return 2;
         }
-        g_lab_variant = variant;
+        h3lab_select(variant);
         snprintf(vrow, sizeof vrow, "lab_v%d", variant);
         ks[0].enabled = ks[1].enabled = 0;
-        ks[2] = (kernel_t){vrow, lab_attn, h3k_attn_fp8_sm90_available(), sm};
+        ks[2] = (kernel_t){vrow, h3lab_attn_sm90_selected, h3k_attn_fp8_sm90_available(), sm};
         printf("lab variant: %s\n", h3lab_attn_sm90_name(variant));
 #else
         fprintf(stderr, "bench_attn: --variant needs the lab (configure with -DH3_LAB=ON)\n");
