@@ -32,6 +32,17 @@ export NCCL_NVLS_ENABLE=0
 steps=${*:-build tests block bench sass ncu sanitize}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 summary=()
+# The carried json-c (.debs: Debian's libjson-c-dev and libjson-c5), unpacked
+# once into /tmp/jsonc and found through pkg-config; linked statically, since
+# the GPU machine has no libjson-c.so at run time.
+carried_jsonc() {
+  [ -d .debs ] && ! pkg-config --exists json-c 2>/dev/null || return 0
+  if [ ! -d /tmp/jsonc ]; then
+    mkdir -p /tmp/jsonc && for f in .debs/*.deb; do dpkg -x "$f" /tmp/jsonc; done
+    sed -i "s|/usr|/tmp/jsonc/usr|g" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
+  fi
+  export PKG_CONFIG_PATH=/tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig H3_CMAKE_ARGS="-DH3_JSONC_STATIC=ON ${H3_CMAKE_ARGS:-}"
+}
 # CMake build dirs hold absolute paths of the machine they were made on: make
 # the lead machine's path resolve here too.
 if [ -n "${H3_SRC_PATH:-}" ] && [ ! -e "$H3_SRC_PATH" ]; then mkdir -p "$(dirname "$H3_SRC_PATH")"; ln -s "$PWD" "$H3_SRC_PATH"; fi
@@ -49,11 +60,7 @@ for s in $steps; do
     if [ -x "$BUILD/dit_block" ] && "$BUILD/dit_block" --help >/dev/null 2>&1; then
       log "using carried $BUILD"; summary+=("build: carried")
     else
-      if [ -d .debs ]; then # the carried json-c (its static library: the GPU machine may have none)
-        mkdir -p /tmp/jsonc && for f in .debs/*.deb; do dpkg -x "$f" /tmp/jsonc; done
-        export PKG_CONFIG_PATH=/tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig
-        sed -i "s|/usr|/tmp/jsonc/usr|g" /tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig/json-c.pc
-      fi
+      carried_jsonc
       BUILD=${H3_BUILD:-build-gpu} # under /tmp it survives between the calls of one warm machine
       if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) \
            -DH3_TORCH_PYTHON="$(command -v python3)" >"$OUT/build.log" 2>&1 &&
@@ -174,6 +181,7 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     done ;;
   runsh)
     log "tools/run.sh"
+    carried_jsonc # what deps.sh would install from Debian where the network is reachable
     for gemm in bf16 fp8; do
       H3_CUDA_ARCHS=90a timeout 500 tools/run.sh --gemm $gemm --json "$OUT/runsh_$gemm.json" >"$OUT/runsh_$gemm.log" 2>&1
       rc=$?; summary+=("tools/run.sh --gemm $gemm: rc=$rc $(grep -E '^block total ' "$OUT/runsh_$gemm.log" | tr -s ' ')")
