@@ -389,30 +389,41 @@ void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_
     free(ref);
 }
 
+/* An FP8 GEMM input's scales per row: 1, or one per 128 columns (gemm_blocks). */
+static int act_scales_per_row(const h3_check_ctx *k, int cols) { return k->gemm_blocks ? (cols + 127) / 128 : 1; }
+/* The CPU's quantisation of n activation rows, as the run's GEMM mode has it. */
+static void quant_act(const h3_check_ctx *k, const uint16_t *x, long n, int cols, uint8_t *q, float *s)
+{
+    if (k->gemm_blocks)
+        cpu_quant_blocks_e4m3(x, n, cols, 1, q, s);
+    else
+        cpu_quant_rows_e4m3(x, n, cols, q, s);
+}
+
 void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *ref_rows, int cols,
                       const uint8_t *q8_gpu, const float *s_gpu)
 {
-    const int n = k->nrows;
+    const int n = k->nrows, nb = act_scales_per_row(k, cols), seg = k->gemm_blocks ? 128 : cols;
     uint8_t *rq = malloc((size_t)n * cols), *gq = malloc((size_t)n * cols);
-    float *rs = malloc(sizeof(float) * n), *gs = malloc(sizeof(float) * n);
+    float *rs = malloc(sizeof(float) * n * nb), *gs = malloc(sizeof(float) * n * nb);
     CHECK(rq && gq && rs && gs, "out of host memory");
-    cpu_quant_rows_e4m3(ref_rows, n, cols, rq, rs);
+    quant_act(k, ref_rows, n, cols, rq, rs);
     for (int i = 0; i < n; i++) {
         memcpy(gq + (size_t)i * cols, q8_gpu + (size_t)k->rows[i] * cols, cols);
-        gs[i] = s_gpu[k->rows[i]];
+        memcpy(gs + (size_t)i * nb, s_gpu + (size_t)k->rows[i] * nb, sizeof(float) * nb);
     }
-    /* A row whose largest value flipped by one BF16 ulp has another scale,
-     * so most of its codes may move by one step: such rows are held to "no
-     * code beyond one step" only; the differing fraction is over the rows
-     * whose scales agree. */
+    /* A row (block) whose largest value flipped by one BF16 ulp has another
+     * scale, so most of its codes may move by one step: such rows are held
+     * to "no code beyond one step" only; the differing fraction is over the
+     * rows whose scales agree. */
     report_check *c = report_add_check(r, stage, "e4m3 codes vs cpu");
     set_tol(c, "rows_q8");
     long differ = 0, far = 0, same_n = 0, first = -1;
     for (int i = 0; i < n; i++) {
-        const int same = gs[i] == rs[i];
-        same_n += same ? cols : 0;
         for (int j = 0; j < cols; j++) {
-            const size_t e = (size_t)i * cols + j;
+            const size_t e = (size_t)i * cols + j, sb = (size_t)i * nb + j / seg;
+            const int same = gs[sb] == rs[sb];
+            same_n += same;
             if (gq[e] == rq[e]) continue;
             differ += same;
             if (!h3_e4m3_codes_close(gq[e], rq[e])) {
@@ -442,26 +453,34 @@ void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const
 void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, const char *what, const uint16_t *x,
                           long n, int cols, const int *rows, const uint8_t *q8_gpu, const float *s_gpu)
 {
-    (void)k;
     uint16_t *xr = (uint16_t *)x;
     uint8_t *gq = (uint8_t *)q8_gpu;
     float *gs = (float *)s_gpu;
     int gathered = rows != NULL;
+    const int nb = act_scales_per_row(k, cols);
+    /* the scales: an activation's nb per row; a weight's one per output
+     * channel or per 128 x 128 block */
+    const long ns = gathered ? n * nb : (long)h3_fp8_w_scales((size_t)n, (size_t)cols, k->gemm_blocks ? H3_FP8_BLOCKS : 0);
     if (gathered) { /* compact copies of the sampled rows */
         xr = malloc((size_t)n * cols * 2);
         gq = malloc((size_t)n * cols);
-        gs = malloc(sizeof(float) * n);
+        gs = malloc(sizeof(float) * ns);
         CHECK(xr && gq && gs, "out of host memory");
         h3_gather_rows_bf16(x, cols, rows, (int)n, xr);
         for (long i = 0; i < n; i++) {
             memcpy(gq + (size_t)i * cols, q8_gpu + (size_t)rows[i] * cols, cols);
-            gs[i] = s_gpu[rows[i]];
+            memcpy(gs + (size_t)i * nb, s_gpu + (size_t)rows[i] * nb, sizeof(float) * nb);
         }
     }
     uint8_t *rq = malloc((size_t)n * cols);
-    float *rs = malloc(sizeof(float) * n);
+    float *rs = malloc(sizeof(float) * ns);
     CHECK(rq && rs, "out of host memory");
-    cpu_quant_rows_e4m3(xr, n, cols, rq, rs);
+    if (gathered)
+        quant_act(k, xr, n, cols, rq, rs);
+    else if (k->gemm_blocks)
+        cpu_quant_blocks_e4m3(xr, n, cols, 128, rq, rs);
+    else
+        cpu_quant_rows_e4m3(xr, n, cols, rq, rs);
     char w[96];
     snprintf(w, sizeof w, "%s codes vs cpu", what);
     report_check *c = report_add_check(r, stage, w);
@@ -470,7 +489,7 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
     snprintf(w, sizeof w, "%s scales vs cpu", what);
     c = report_add_check(r, stage, w);
     set_tol(c, "quant_exact");
-    compare_scales(c, gs, rs, n, 0, "scales");
+    compare_scales(c, gs, rs, ns, 0, "scales");
     if (gathered) {
         free(xr);
         free(gq);
@@ -484,7 +503,10 @@ void h3_check_gemm_fp8(report *r, const h3_check_ctx *k, const char *stage, cons
                        const uint8_t *W8, const float *sw, int N, int K, const uint16_t *y_gpu)
 {
     uint16_t *ref = rows_buf(k, N);
-    cpu_gemm_fp8(x8, sx, W8, sw, k->S, N, K, k->rows, k->nrows, ref);
+    if (k->gemm_blocks)
+        cpu_gemm_fp8_blocks(x8, sx, 1, W8, sw, 128, k->S, N, K, k->rows, k->nrows, ref);
+    else
+        cpu_gemm_fp8(x8, sx, W8, sw, k->S, N, K, k->rows, k->nrows, ref);
     rows_vs_cpu(r, k, stage, k->fast_accum ? "fp8 fast-accum vs cpu (e4m3)" : "fp8 vs cpu (same e4m3 operands)",
                 k->fast_accum ? "gemm_fp8_fast" : stage, ref, y_gpu, N);
 }

@@ -55,6 +55,9 @@ typedef struct {
     const int *att_rows; /* attention is costlier: fewer rows */
     int natt;
     int fast_accum; /* the FP8 GEMMs ran with --gemm-accum fast: their "gemm_fp8_fast" tolerance */
+    int gemm_blocks; /* the FP8 GEMMs ran with block scales (H3_FP8_BLOCKS): every FP8 check below then takes
+                        an activation's scales as [S][ceil(cols / 128)] and a weight's as [ceil(N / 128)][ceil(K /
+                        128)] (host layouts, cpu_quant_blocks_e4m3's) instead of [S] and [N] */
 } h3_check_ctx;
 
 void h3_check_adaln(report *r, const h3_check_ctx *k, const uint16_t *mod_gpu);
@@ -100,7 +103,8 @@ void h3_check_swiglu_q8(report *r, const h3_check_ctx *k, const uint16_t *g, con
 void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, const char *what, const uint16_t *x,
                           long n, int cols, const int *rows, const uint8_t *q8_gpu, const float *s_gpu);
 /* An FP8 GEMM: x8 [S][K] with sx [S], W8 [N][K] with sw [N] (the GPU's
- * operands) -> y_gpu [S][N] vs cpu_gemm_fp8 on the sampled rows. */
+ * operands; block scales: see gemm_blocks) -> y_gpu [S][N] vs cpu_gemm_fp8
+ * (cpu_gemm_fp8_blocks) on the sampled rows. */
 void h3_check_gemm_fp8(report *r, const h3_check_ctx *k, const char *stage, const uint8_t *x8, const float *sx,
                        const uint8_t *W8, const float *sw, int N, int K, const uint16_t *y_gpu);
 

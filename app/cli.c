@@ -21,7 +21,7 @@ static const char *usage_text =
     "                 [--output FILE] [--json FILE] [--allow-nonfinite] [--repeat N] [--warmup N]\n"
     "                 [--check stages|full|none] [--sample N] [--attn auto|mma|sm90]\n"
     "                 [--smooth-v on|off] [--rotate-qk on|off] [--gemm bf16|fp8|fp8:LIST]\n"
-    "                 [--gemm-accum fp32|fast] [--gpus P] [--sp-one-device]\n"
+    "                 [--gemm-scales rows|blocks] [--gemm-accum fp32|fast] [--gpus P] [--sp-one-device]\n"
     "                 [--cpu] [--cpu-exact] [--gpu] [--quiet] [--help] [--version]\n"
     "\n"
     "Runs one MiniMax-H3 DiT block on the GPU (cuBLASLt GEMMs, FP8 flash attention),\n"
@@ -73,6 +73,10 @@ static const char *usage_text =
     "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
     "                     LIST in FP8, the others BF16; LIST: comma-separated, each at most once,\n"
     "                     of qkv, out, fc1, fc2 (e.g. fp8:qkv,out; fp8:qkv,out,fc1,fc2 = fp8)\n"
+    "  --gemm-scales SC   rows (default) or blocks: the FP8 GEMMs' scales, one per output channel\n"
+    "                     and one per token, or one per 128 x 128 block of the weight and one per\n"
+    "                     token per 128 input channels (cuBLASLt's block scaling; needs --gemm fp8\n"
+    "                     or fp8:LIST, excludes --gemm-accum fast)\n"
     "  --gemm-accum A     fp32 (default) or fast: the FP8 GEMMs' sums along K in FP32 partial sums,\n"
     "                     or in the tensor cores' own ~14-bit accumulator (cuBLASLt FAST_ACCUM:\n"
     "                     faster, less accurate; GPU only, needs --gemm fp8 or fp8:LIST)\n"
@@ -101,10 +105,10 @@ static const h3_flag flags[] = {
     {"tokens", 1},  {"seed", 1},   {"profile", 1},    {"repeat", 1},    {"warmup", 1},          {"sample", 1},
     {"check", 1},   {"attn", 1},   {"smooth-v", 1},   {"rotate-qk", 1}, {"gemm", 1},            {"gemm-accum", 1},
     {"cpu", 0},     {"cpu-exact", 0}, {"gpu", 0},     {"quiet", 0},     {"allow-nonfinite", 0}, {"gpus", 1},
-    {"sp-one-device", 0}, {NULL, 0}};
+    {"sp-one-device", 0}, {"gemm-scales", 1}, {NULL, 0}};
 enum { F_WEIGHTS, F_BLOCK, F_QKV_LAYOUT, F_INPUT, F_OUTPUT, F_JSON, F_TOKENS, F_SEED, F_PROFILE, F_REPEAT, F_WARMUP,
        F_SAMPLE, F_CHECK, F_ATTN, F_SMOOTH_V, F_ROTATE_QK, F_GEMM, F_GEMM_ACCUM, F_CPU, F_CPU_EXACT, F_GPU, F_QUIET,
-       F_ALLOW_NONFINITE, F_GPUS, F_SP_ONE_DEVICE };
+       F_ALLOW_NONFINITE, F_GPUS, F_SP_ONE_DEVICE, F_GEMM_SCALES };
 
 #define PROG "dit_block"
 #define usage_error(...) h3_cli_fail(PROG, __VA_ARGS__)
@@ -229,6 +233,11 @@ void parse_cli(int argc, char **argv, cli_options *o)
         case F_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case F_GPUS: o->gpus = (int)h3_cli_uint(PROG, flag, v, 1, 8); break;
         case F_SP_ONE_DEVICE: o->sp_one_device = 1; break;
+        case F_GEMM_SCALES: {
+            static const char *const sc[] = {"rows", "blocks", NULL};
+            o->gemm_blocks = h3_cli_choice(PROG, flag, v, sc);
+            break;
+        }
         }
     }
     if (!o->weights) usage_error("--weights PATH is required");
@@ -243,6 +252,12 @@ void parse_cli(int argc, char **argv, cli_options *o)
                     "twin)");
     if (o->fast_accum && !o->fp8_mask)
         usage_error("--gemm-accum fast: only FP8 GEMMs have it (add --gemm fp8 or fp8:LIST; --gemm is '%s')", o->gemm);
+    if (o->gemm_blocks && !o->fp8_mask)
+        usage_error("--gemm-scales blocks: only FP8 GEMMs have scales (add --gemm fp8 or fp8:LIST; --gemm is '%s')",
+                    o->gemm);
+    if (o->gemm_blocks && o->fast_accum)
+        usage_error("--gemm-scales blocks: cuBLASLt's block-scaled FP8 GEMMs sum in FP32 (drop --gemm-accum fast)");
+    if (o->gemm_blocks) o->fp8_mask |= H3_FP8_BLOCKS;
     if (o->fast_accum && o->path == PATH_CPU)
         usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)");
     if (o->gpus > 1 || o->sp_one_device) {

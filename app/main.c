@@ -152,7 +152,9 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
     cpu_block_weights wt;
     for (int i = 0; i < H3_T_COUNT; i++) wt.w[i] = b->w[i];
     const int key_tile = 32; /* the portable kernel's tile: the CPU result is what that kernel should give */
-    const int mask = o->fp8_mask;
+    const int mask = o->fp8_mask & H3_FP8_ALL;
+    const char *scales = o->gemm_blocks ? "e4m3 per 128x128 weight block x 1x128 input block"
+                                        : "e4m3 per channel x per token";
     const int R = o->repeat_given ? o->repeat : 1, W = o->warmup_given ? o->warmup : 0;
     /* Which GEMMs run in which precision, for the log line and the report:
      * all one way reads as before; a subset names both lists. */
@@ -171,7 +173,7 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
     cpu_block_stats st;
     for (int it = 0; it < W + R; it++) {
         const double t0 = now_ms();
-        const int rc = mask ? cpu_block_forward_fp8(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, mask,
+        const int rc = mask ? cpu_block_forward_fp8(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, o->fp8_mask,
                                                     !o->quiet, out, &st)
                             : cpu_block_forward(c, &wt, S, in->x, in->temb, in->tags, in->pos, key_tile, o->exact_cpu,
                                                 !o->quiet, out, &st);
@@ -192,11 +194,13 @@ static int run_cpu(const cli_options *o, const h3_block *b, const h3_inputs *in,
     snprintf(r->path, sizeof r->path, "cpu");
     snprintf(r->device, sizeof r->device, "CPU, %d OpenMP threads", omp_get_max_threads());
     snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", o->exact_cpu ? "cpu exact fp32" : "cpu emulated fp8 (key tile 32)");
-    if (mask == 0 || mask == H3_FP8_ALL)
-        snprintf(r->gemm, sizeof r->gemm, "%s", mask ? "fp8 emulated (e4m3 per channel x per token, fp32 sums)" : "fp32 (bf16 in)");
+    if (mask == 0)
+        snprintf(r->gemm, sizeof r->gemm, "fp32 (bf16 in)");
+    else if (mask == H3_FP8_ALL)
+        snprintf(r->gemm, sizeof r->gemm, "fp8 emulated (%s, fp32 sums)", scales);
     else
-        snprintf(r->gemm, sizeof r->gemm, "fp8 emulated %s (e4m3 per channel x per token, fp32 sums), fp32 %s (bf16 in)",
-                 fp8_list, bf16_list);
+        snprintf(r->gemm, sizeof r->gemm, "fp8 emulated %s (%s, fp32 sums), fp32 %s (bf16 in)", fp8_list, scales,
+                 bf16_list);
     r->tokens = S;
     for (int s = 0; s < H3_STAGE_COUNT; s++) {
         double fl = h3_stage_flops(c, S, s);

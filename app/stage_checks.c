@@ -18,7 +18,9 @@ static const int gemm_tensor[H3_GEMMS] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2
 static int is_fp8(const h3_run_info *ri, int g) { return ri->fp8_mask >> g & 1; }
 
 /* A GEMM's input as the GEMM read it, on the host: BF16 (x), or e4m3 rows
- * with their per-token scales (x8, s) when that GEMM is FP8. */
+ * with their per-token scales (x8, s) when that GEMM is FP8; with block
+ * scales s is [S][ceil(cols / 128)] (the device's [ceil(cols / 128)][S]
+ * transposed: checker.h's host layout). */
 typedef struct {
     uint16_t *x;
     uint8_t *x8;
@@ -30,8 +32,17 @@ static gemm_in fetch_gemm_in(const h3_run_view *v, int g, h3_buf bx, h3_buf bx8,
     const h3_run_info ri = h3_run_view_info(v);
     gemm_in in = {0};
     if (is_fp8(&ri, g)) {
-        in.x8 = h3_run_fetch(v, bx8, (size_t)ri.S * cols);
-        in.s = h3_run_fetch(v, bs, (size_t)ri.S * 4);
+        const size_t S = (size_t)ri.S, nb = h3_fp8_in_scales(1, (size_t)cols, ri.fp8_mask);
+        in.x8 = h3_run_fetch(v, bx8, S * cols);
+        in.s = h3_run_fetch(v, bs, S * nb * 4);
+        if (nb > 1) {
+            float *t = malloc(S * nb * 4);
+            CHECK(t, "out of host memory");
+            for (size_t b = 0; b < nb; b++)
+                for (size_t s = 0; s < S; s++) t[s * nb + b] = in.s[b * S + s];
+            free(in.s);
+            in.s = t;
+        }
     } else {
         in.x = h3_run_fetch(v, bx, (size_t)ri.S * cols * 2);
     }
@@ -97,7 +108,8 @@ void h3_stage_checks(void *ctx, const h3_run_view *v)
     int want_att = o->sample / 2 > 16 ? o->sample / 2 : (o->sample < 16 ? o->sample : 16);
     int *att_rows = malloc(sizeof(int) * (size_t)(want_att < S ? want_att : S) + 64);
     CHECK(rows && att_rows, "out of host memory");
-    h3_check_ctx k = {.cfg = c, .blk = blk, .in = in, .S = S, .fast_accum = o->fast_accum};
+    h3_check_ctx k = {.cfg = c, .blk = blk, .in = in, .S = S, .fast_accum = o->fast_accum,
+                      .gemm_blocks = (ri.fp8_mask & H3_FP8_BLOCKS) != 0};
     k.rows = rows;
     k.nrows = h3_sample_rows(in, o->sample, rows);
     k.att_rows = att_rows;

@@ -84,6 +84,21 @@ extern const char *const h3_stage_names[H3_STAGE_COUNT];
  * FP8 GEMM mode; 0 is all BF16, H3_FP8_ALL is --gemm fp8. */
 enum { H3_GEMM_QKV = 0, H3_GEMM_OUT, H3_GEMM_FC1, H3_GEMM_FC2, H3_GEMMS };
 #define H3_FP8_ALL ((1 << H3_GEMMS) - 1)
+/* A modifier bit of the mask (--gemm-scales blocks): the FP8 GEMMs take
+ * block scales -- their inputs one per token per 128 columns of K, their
+ * weights one per 128 x 128 block (cuBLASLt's VEC128_32F and BLK128x128_32F)
+ * -- instead of one per token and one per output channel. */
+#define H3_FP8_BLOCKS (1 << H3_GEMMS)
+/* How many FP32 scales an FP8 GEMM operand [rows][K] has under mask: its
+ * input (rows = tokens) and its weight (rows = output channels). */
+static inline size_t h3_fp8_in_scales(size_t rows, size_t K, int mask)
+{
+    return mask & H3_FP8_BLOCKS ? (K + 127) / 128 * rows : rows;
+}
+static inline size_t h3_fp8_w_scales(size_t rows, size_t K, int mask)
+{
+    return mask & H3_FP8_BLOCKS ? (K + 127) / 128 * ((rows + 127) / 128) : rows;
+}
 extern const char *const h3_gemm_names[H3_GEMMS]; /* "qkv", "out", "fc1", "fc2": the --gemm fp8:LIST names */
 
 /* The names of the GEMMs in mask, in block order, joined by ',' ("" for 0);

@@ -191,7 +191,7 @@ int cpu_block_forward(const h3_config *cfg, const cpu_block_weights *wt, int S, 
 #define CPU_FP8_ALL H3_FP8_ALL
 /* bit 4 of fp8_mask: those GEMMs with block scales instead (cpu_gemm_fp8_blocks:
  * inputs per token per 128 columns, weights per 128 x 128 block) */
-#define CPU_FP8_BLOCKS 16
+#define CPU_FP8_BLOCKS H3_FP8_BLOCKS
 int cpu_block_forward_fp8(const h3_config *cfg, const cpu_block_weights *wt, int S, const uint16_t *x,
                           const float *temb, const int32_t *tags, const float *pos, int key_tile, int fp8_mask,
                           int progress, uint16_t *out, cpu_block_stats *st);

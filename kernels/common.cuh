@@ -127,6 +127,36 @@ __device__ __forceinline__ uint2 h3d_e4m3x8(const float f[8], float m)
     return r;
 }
 
+/* ---- 1 x 128 block scales (the FP8 GEMM mode with --gemm-scales blocks) ----
+ * With chunk c = threadIdx.x + i * blockDim.x (blockDim.x a multiple of 32)
+ * and 8 values per chunk, the 16 chunks of a row's 128-column block are held
+ * by one half-warp: its max is the block's amax. Every lane of the warp must
+ * call this (a lane past the row passes 0). Max is exact in any order, so the
+ * scale and codes equal cpu_quant_blocks_e4m3's bit for bit. */
+__device__ __forceinline__ float h3d_blk128_max(float m)
+{
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    return m;
+}
+/* Chunk c (8 values, 0 past the row: c >= nch) of row `row` -> its e4m3
+ * codes at row8 + 8c with its 128-column block's scale, which the block's
+ * first chunk writes to s [ceil(cols / 128)][ld] (the rows of one block
+ * contiguous: cuBLASLt's VEC128_32F layout, ld = the number of rows). Every
+ * lane of the warp must call it (h3d_blk128_max). */
+__device__ __forceinline__ void h3d_store_e4m3x8_blk128(const float v[8], int c, int nch, uint8_t *row8, float *s,
+                                                        long ld, long row)
+{
+    float bm = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) bm = fmaxf(bm, fabsf(v[j]));
+    bm = h3d_blk128_max(bm);
+    if (c < nch) {
+        *(uint2 *)(row8 + 8 * c) = h3d_e4m3x8(v, h3d_row_inv(bm));
+        if ((c & 15) == 0) s[(long)(c >> 4) * ld + row] = h3d_row_scale(bm);
+    }
+}
+
 /* silu(x) = x / (1 + e^-x) in FP32, the CPU's formula (cpu_internal.h);
  * expf(-x) = inf for very negative x gives -0, the right limit. */
 __device__ __forceinline__ float h3d_silu(float x) { return x / (1.0f + expf(-x)); }

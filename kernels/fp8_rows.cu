@@ -78,13 +78,74 @@ extern "C" int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_
     return (int)cudaGetLastError();
 }
 
-template <int CPT> /* 16-byte chunks per thread held in registers */
+/* 1 x 128 block scales: one pass, each half-warp's 16 chunks are one block
+ * (h3d_blk128_max); every lane runs every round so the shuffles see the
+ * whole warp. */
+__global__ void __launch_bounds__(ROWQ_THREADS)
+    quant_rows_blk_kernel(const uint16_t *__restrict__ x, int cols, uint8_t *__restrict__ q,
+                          float *__restrict__ s) // [cols / 128][rows]
+{
+    const size_t ro = (size_t)blockIdx.x * cols;
+    const int nch = cols >> 3;
+    for (int base = 0; base < nch; base += blockDim.x) {
+        const int c = base + threadIdx.x;
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (c < nch) h3d_unpack8(h3d_ld16_stream(x + ro + 8 * c), v);
+        h3d_store_e4m3x8_blk128(v, c, nch, q + ro, s, gridDim.x, blockIdx.x);
+    }
+}
+
+/* 128 x 128 tiles (weights, once at load): one block per tile, amax over the
+ * tile's values, then its codes; s [ceil(rows / 128)][ceil(cols / 128)]
+ * (tile row-major). Ragged edge tiles hold what is there. */
+__global__ void __launch_bounds__(ROWQ_THREADS)
+    quant_tiles_kernel(const uint16_t *__restrict__ x, int rows, int cols, uint8_t *__restrict__ q,
+                       float *__restrict__ s)
+{
+    __shared__ float scratch[32];
+    const int r0 = blockIdx.y * 128, c0 = blockIdx.x * 128;
+    const int nr = min(128, rows - r0), nc = min(128, cols - c0);
+    float m = 0.0f;
+    for (int e = threadIdx.x; e < nr * 128; e += blockDim.x) {
+        const int r = e >> 7, c = e & 127;
+        if (c < nc) m = fmaxf(m, fabsf(h3d_bf16(x[(size_t)(r0 + r) * cols + c0 + c])));
+    }
+    const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
+    if (threadIdx.x == 0) s[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = h3d_row_scale(amax);
+    for (int e = threadIdx.x; e < nr * 128; e += blockDim.x) {
+        const int r = e >> 7, c = e & 127;
+        if (c < nc) {
+            const size_t i = (size_t)(r0 + r) * cols + c0 + c;
+            q[i] = (uint8_t)(h3d_e4m3x2(h3d_bf16(x[i]) * inv, 0.0f) & 0xffu);
+        }
+    }
+}
+
+extern "C" int h3k_quant_blocks_e4m3(const uint16_t *x, int rows, int cols, int brows, uint8_t *q, float *s,
+                                     h3_stream stream)
+{
+    if (rows <= 0) return 0;
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (brows == 1) {
+        if (cols <= 0 || cols % 8 || !h3_aligned16(x) || ((uintptr_t)q & 7u)) return (int)cudaErrorInvalidValue;
+        quant_rows_blk_kernel<<<rows, ROWQ_THREADS, 0, st>>>(x, cols, q, s);
+    } else if (brows == 128) {
+        if (cols <= 0) return (int)cudaErrorInvalidValue;
+        const dim3 grid((unsigned)((cols + 127) / 128), (unsigned)((rows + 127) / 128));
+        quant_tiles_kernel<<<grid, ROWQ_THREADS, 0, st>>>(x, rows, cols, q, s);
+    } else {
+        return (int)cudaErrorInvalidValue;
+    }
+    return (int)cudaGetLastError();
+}
+
+template <int CPT, bool BLK> /* CPT: 16-byte chunks per thread held in registers; BLK: 1 x 128 block scales */
 __global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS, CPT == 4 ? 3 : 1)
     swiglu_q8_kernel(const uint16_t *__restrict__ g, // [S][2F] bf16 (gate | up)
                      int F,
                      uint16_t *__restrict__ u,       // [S][F] bf16, may be NULL
                      uint8_t *__restrict__ u8,       // [S][F] e4m3
-                     float *__restrict__ su)         // [S]
+                     float *__restrict__ su)         // [S]; BLK: [F / 128][S]
 {
     __shared__ float scratch[32];
     const int s = blockIdx.x, nch = F >> 3;
@@ -96,6 +157,7 @@ __global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
         const int c = threadIdx.x + i * blockDim.x;
+        pk[i] = make_uint4(0, 0, 0, 0);
         if (c < nch) {
             float a[8], b[8];
             h3d_unpack8(h3d_ld16_stream(gr + 8 * c), a);
@@ -108,6 +170,16 @@ __global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS
 #pragma unroll
             for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(a[j]));
         }
+    }
+    if (BLK) {
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            const int c = threadIdx.x + i * blockDim.x;
+            float a[8];
+            h3d_unpack8(pk[i], a); /* 0 past the row */
+            h3d_store_e4m3x8_blk128(a, c, nch, u8 + (size_t)s * F, su, gridDim.x, s);
+        }
+        return;
     }
     const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
     if (threadIdx.x == 0) su[s] = h3d_row_scale(amax);
@@ -122,7 +194,8 @@ __global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS
     }
 }
 
-extern "C" int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, h3_stream stream)
+extern "C" int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, int blk,
+                             h3_stream stream)
 {
     if (S <= 0) return 0;
     const int nch = F / 8;
@@ -132,9 +205,14 @@ extern "C" int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8
         return (int)cudaErrorInvalidValue;
     const int cpt = nch <= 4 * SWQ_SMALL_THREADS ? 4 : 8;
     const int threads = ((nch + cpt - 1) / cpt + 31) / 32 * 32;
-    if (cpt == 4)
-        swiglu_q8_kernel<4><<<S, threads, 0, (cudaStream_t)stream>>>(g, F, u, u8, su);
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (cpt == 4 && blk)
+        swiglu_q8_kernel<4, true><<<S, threads, 0, st>>>(g, F, u, u8, su);
+    else if (cpt == 4)
+        swiglu_q8_kernel<4, false><<<S, threads, 0, st>>>(g, F, u, u8, su);
+    else if (blk)
+        swiglu_q8_kernel<8, true><<<S, threads, 0, st>>>(g, F, u, u8, su);
     else
-        swiglu_q8_kernel<8><<<S, threads, 0, (cudaStream_t)stream>>>(g, F, u, u8, su);
+        swiglu_q8_kernel<8, false><<<S, threads, 0, st>>>(g, F, u, u8, su);
     return (int)cudaGetLastError();
 }

@@ -51,20 +51,30 @@ int h3k_swiglu(const uint16_t *g, int S, int F, uint16_t *u, h3_stream stream);
  * output channels; activations: rows = tokens). */
 int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_t *q, float *s, h3_stream stream);
 
+/* Block scales (--gemm-scales blocks; cpu_quant_blocks_e4m3's numerics, one
+ * scale per block of brows x 128): brows = 1, activations, s [ceil(cols /
+ * 128)][rows] (one 128-column block's rows contiguous: cuBLASLt's
+ * VEC128_32F), needs cols a multiple of 8, x 16-byte and q 8-byte aligned;
+ * brows = 128, weights, s [ceil(rows / 128)][ceil(cols / 128)] (cuBLASLt's
+ * BLK128x128_32F). */
+int h3k_quant_blocks_e4m3(const uint16_t *x, int rows, int cols, int brows, uint8_t *q, float *s, h3_stream stream);
+
 /* h3k_rmsnorm_mod / h3k_gate_residual_norm_mod that also write the output
- * row-quantised: out8 [S][C] e4m3, s8 [S]; the BF16 out may be NULL (not
- * written). Need C a multiple of 8 and <= 32768. */
+ * row-quantised: out8 [S][C] e4m3, s8 [S] (blk = 0), or with 1 x 128 block
+ * scales s8 [ceil(C / 128)][S] (blk = 1, h3k_quant_blocks_e4m3's brows = 1);
+ * the BF16 out may be NULL (not written). Need C a multiple of 8 and <= 32768. */
 int h3k_rmsnorm_mod_q8(const uint16_t *x, const uint16_t *w, const uint16_t *mod, const int32_t *tags, int S, int C,
-                       float eps, int slot_shift, int slot_scale, uint16_t *out, uint8_t *out8, float *s8,
+                       float eps, int slot_shift, int slot_scale, uint16_t *out, uint8_t *out8, float *s8, int blk,
                        h3_stream stream);
 int h3k_gate_residual_norm_mod_q8(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags,
                                   int S, int C, int slot_gate, uint16_t *xo, const uint16_t *w2, float eps,
-                                  int slot_shift, int slot_scale, uint16_t *b, uint8_t *b8, float *sb,
+                                  int slot_shift, int slot_scale, uint16_t *b, uint8_t *b8, float *sb, int blk,
                                   h3_stream stream);
 
-/* h3k_swiglu that also writes u row-quantised: u8 [S][F] e4m3, su [S]; u may
- * be NULL. Needs F a multiple of 8 and <= 65536. */
-int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, h3_stream stream);
+/* h3k_swiglu that also writes u row-quantised: u8 [S][F] e4m3, su [S] (blk
+ * = 0) or [ceil(F / 128)][S] (blk = 1); u may be NULL. Needs F a multiple of
+ * 8 and <= 65536. */
+int h3k_swiglu_q8(const uint16_t *g, int S, int F, uint16_t *u, uint8_t *u8, float *su, int blk, h3_stream stream);
 
 /* V smoothing's mean (cpu_ref.h, config.h H3_VMEAN_LANES; bit-identical to
  * cpu_v_mean): element (s, h, d) of V at v[s * ld + h * stride_h + d] -> mu

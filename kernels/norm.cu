@@ -15,15 +15,16 @@
  * differs from the CPU (lane tree + warp tree). A scalar kernel covers C not
  * a multiple of 8, C > 32768 or unaligned pointers.
  * _q8 variants (FP8 GEMM mode): the BF16-rounded output row is also
- * quantised to e4m3 with one scale per token (fp8_rows.cu's convention) for
- * the next GEMM; the BF16 output is then optional (NULL: not written). */
+ * quantised to e4m3 with one scale per token (fp8_rows.cu's convention), or
+ * with blk one per token per 128 columns, for the next GEMM; the BF16 output
+ * is then optional (NULL: not written). */
 #include "common.cuh"
 #include "config.h"
 #include "kernels.h"
 
 #define NORM_CPT 4 /* 16-byte chunks per thread (registers) */
 
-template <bool RES, bool Q8>
+template <bool RES, bool Q8, bool BLK>
 __global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376 (a cap of 40 spills) */
     norm_mod_vec_kernel(const uint16_t *__restrict__ x,    // [S][C] bf16
                         const uint16_t *__restrict__ y,    // [S][C] bf16 (RES)
@@ -35,7 +36,7 @@ __global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376
                         float eps, int slot_shift, int slot_scale,
                         uint16_t *__restrict__ out,        // [S][C] bf16 (may be NULL with Q8)
                         uint8_t *__restrict__ out8,        // [S][C] e4m3 (Q8)
-                        float *__restrict__ s8)            // [S] row scales (Q8)
+                        float *__restrict__ s8)            // (Q8) [S] row scales; BLK: [C / 128][S]
 {
     __shared__ float scratch[32];
     const int s = blockIdx.x, nch = C >> 3;
@@ -87,14 +88,23 @@ __global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376
             for (int j = 0; j < 8; j++) o[j] = __fmaf_rn(v[j] * rs * ww[j], 1.0f + sc[j], sh[j]);
             pk[i] = h3d_pack8(o);
             if (!Q8 || out) h3d_st16(out + ro + 8 * c, pk[i]);
-            if (Q8) { /* amax of the BF16 output the BF16 stage would store */
+            if (Q8 && !BLK) { /* amax of the BF16 output the BF16 stage would store */
                 h3d_unpack8(pk[i], o);
 #pragma unroll
                 for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(o[j]));
             }
         }
     }
-    if (Q8) {
+    if (Q8 && BLK) {
+        /* block scales: one per token per 128 columns (h3d_blk128_max) */
+#pragma unroll
+        for (int i = 0; i < NORM_CPT; i++) {
+            const int c = threadIdx.x + i * blockDim.x;
+            float o[8];
+            h3d_unpack8(pk[i], o); /* 0 past the row */
+            h3d_store_e4m3x8_blk128(o, c, nch, out8 + ro, s8, gridDim.x, s);
+        }
+    } else if (Q8) {
         /* FP8 GEMM mode: the row's BF16 outputs -> e4m3 codes with one scale
          * per token (fp8_rows.cu's convention, cpu_ref quant_rows). */
         const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
@@ -145,7 +155,7 @@ __global__ void __launch_bounds__(256)
 template <bool RES>
 static int launch_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t *mod, const int32_t *tags, int S,
                            int C, int slot_gate, uint16_t *xo, const uint16_t *w, float eps, int slot_shift,
-                           int slot_scale, uint16_t *out, uint8_t *out8, float *s8, cudaStream_t st)
+                           int slot_scale, uint16_t *out, uint8_t *out8, float *s8, int blk, cudaStream_t st)
 {
     if (S <= 0) return 0;
     if (C <= 0) return (int)cudaErrorInvalidValue;
@@ -159,15 +169,19 @@ static int launch_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t 
         if (!vec || ((uintptr_t)out8 & 7u) || !s8) return (int)cudaErrorInvalidValue;
         int threads = (nch + NORM_CPT - 1) / NORM_CPT;
         threads = (threads + 31) / 32 * 32;
-        norm_mod_vec_kernel<RES, true><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
-                                                              slot_scale, out, out8, s8);
+        if (blk)
+            norm_mod_vec_kernel<RES, true, true><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps,
+                                                                        slot_shift, slot_scale, out, out8, s8);
+        else
+            norm_mod_vec_kernel<RES, true, false><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps,
+                                                                         slot_shift, slot_scale, out, out8, s8);
         return (int)cudaGetLastError();
     }
     if (!out) return (int)cudaErrorInvalidValue;
     if (vec) {
         int threads = (nch + NORM_CPT - 1) / NORM_CPT;
         threads = (threads + 31) / 32 * 32;
-        norm_mod_vec_kernel<RES, false><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
+        norm_mod_vec_kernel<RES, false, false><<<S, threads, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
                                                                slot_scale, out, nullptr, nullptr);
     } else {
         norm_mod_scalar_kernel<RES><<<S, 256, 0, st>>>(x, y, mod, tags, C, slot_gate, xo, w, eps, slot_shift,
@@ -180,16 +194,16 @@ extern "C" int h3k_rmsnorm_mod(const uint16_t *x, const uint16_t *w, const uint1
                                int C, float eps, int slot_shift, int slot_scale, uint16_t *out, h3_stream stream)
 {
     return launch_norm_mod<false>(x, nullptr, mod, tags, S, C, 0, nullptr, w, eps, slot_shift, slot_scale, out,
-                                  nullptr, nullptr, (cudaStream_t)stream);
+                                  nullptr, nullptr, 0, (cudaStream_t)stream);
 }
 
 extern "C" int h3k_rmsnorm_mod_q8(const uint16_t *x, const uint16_t *w, const uint16_t *mod, const int32_t *tags,
                                   int S, int C, float eps, int slot_shift, int slot_scale, uint16_t *out,
-                                  uint8_t *out8, float *s8, h3_stream stream)
+                                  uint8_t *out8, float *s8, int blk, h3_stream stream)
 {
     if (!out8) return (int)cudaErrorInvalidValue;
     return launch_norm_mod<false>(x, nullptr, mod, tags, S, C, 0, nullptr, w, eps, slot_shift, slot_scale, out,
-                                  out8, s8, (cudaStream_t)stream);
+                                  out8, s8, blk, (cudaStream_t)stream);
 }
 
 extern "C" int h3k_gate_residual_norm_mod(const uint16_t *x, const uint16_t *y, const uint16_t *mod,
@@ -198,15 +212,15 @@ extern "C" int h3k_gate_residual_norm_mod(const uint16_t *x, const uint16_t *y, 
                                           h3_stream stream)
 {
     return launch_norm_mod<true>(x, y, mod, tags, S, C, slot_gate, xo, w2, eps, slot_shift, slot_scale, b,
-                                 nullptr, nullptr, (cudaStream_t)stream);
+                                 nullptr, nullptr, 0, (cudaStream_t)stream);
 }
 
 extern "C" int h3k_gate_residual_norm_mod_q8(const uint16_t *x, const uint16_t *y, const uint16_t *mod,
                                              const int32_t *tags, int S, int C, int slot_gate, uint16_t *xo,
                                              const uint16_t *w2, float eps, int slot_shift, int slot_scale,
-                                             uint16_t *b, uint8_t *b8, float *sb, h3_stream stream)
+                                             uint16_t *b, uint8_t *b8, float *sb, int blk, h3_stream stream)
 {
     if (!b8) return (int)cudaErrorInvalidValue;
     return launch_norm_mod<true>(x, y, mod, tags, S, C, slot_gate, xo, w2, eps, slot_shift, slot_scale, b, b8, sb,
-                                 (cudaStream_t)stream);
+                                 blk, (cudaStream_t)stream);
 }

@@ -13,8 +13,9 @@
 #define LT_CACHE 64
 
 /* LT_FP8_FAST: LT_FP8 with CUBLASLT_MATMUL_DESC_FAST_ACCUM (its own cache
- * entries: the attribute is part of the descriptor the heuristic sees). */
-enum { LT_BF16 = 0, LT_FP8 = 1, LT_FP8_FAST = 2 };
+ * entries: the attribute is part of the descriptor the heuristic sees);
+ * LT_FP8_BLK: block scales (h3_lt_gemm_fp8_blocks). */
+enum { LT_BF16 = 0, LT_FP8 = 1, LT_FP8_FAST = 2, LT_FP8_BLK = 3 };
 
 typedef struct {
     int kind, m, n, k, align; /* align: common power-of-two alignment of the pointers (16..256) */
@@ -35,6 +36,7 @@ static const char *kind_types(int kind)
 {
     return kind == LT_FP8_FAST ? "A=e4m3 B=e4m3 C=bf16, outer-vector scales, fast accumulation"
            : kind == LT_FP8    ? "A=e4m3 B=e4m3 C=bf16, outer-vector scales"
+           : kind == LT_FP8_BLK ? "A=e4m3 B=e4m3 C=bf16, 128x128 weight and 1x128 input block scales"
                                : "A=bf16 B=bf16 C=bf16";
 }
 
@@ -135,12 +137,17 @@ static lt_entry *lt_get(h3_lt *lt, int kind, int m, int n, int k, int align, cha
         LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy, sizeof dummy),
                "B_SCALE_POINTER");
         /* One FP32 scale per output channel (A = W: m scales) and per token
-         * (B = x: n scales), cuBLAS >= 12.9 on sm_90 and later. */
-        const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof outer),
-               "A_SCALE_MODE outer vector");
-        LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof outer),
-               "B_SCALE_MODE outer vector");
+         * (B = x: n scales), cuBLAS >= 12.9 on sm_90 and later; or block
+         * scales: one per 128 x 128 block of W and one per token per 128
+         * elements of k of x. */
+        const int32_t amode = kind == LT_FP8_BLK ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                      bmode = kind == LT_FP8_BLK ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &amode, sizeof amode),
+               "A_SCALE_MODE");
+        LT_TRY(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bmode, sizeof bmode),
+               "B_SCALE_MODE");
         /* Fast accumulation: the tensor cores' own accumulator along all of
          * k; by default cuBLASLt adds each k-chunk's partial sum into FP32
          * registers (the wgmma accumulator keeps only ~14 significant bits
@@ -243,14 +250,27 @@ void h3_lt_set_fast_accum(h3_lt *lt, int on)
     if (lt) lt->fast_accum = on != 0;
 }
 
-int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
-                   uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen)
+static int gemm_fp8(h3_lt *lt, int kind, const uint8_t *x, const uint8_t *W, const float *x_scale,
+                    const float *w_scale, uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err,
+                    size_t errlen)
 {
-    const int kind = lt && lt->fast_accum ? LT_FP8_FAST : LT_FP8;
     if (!x_scale || !w_scale) {
         snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): scale pointers required", N, S, K,
                  kind_types(kind));
         return -1;
     }
     return lt_gemm(lt, kind, x, W, x_scale, w_scale, y, S, N, K, stream, err, errlen);
+}
+
+int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
+                   uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen)
+{
+    return gemm_fp8(lt, lt && lt->fast_accum ? LT_FP8_FAST : LT_FP8, x, W, x_scale, w_scale, y, S, N, K, stream, err,
+                    errlen);
+}
+
+int h3_lt_gemm_fp8_blocks(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
+                          uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen)
+{
+    return gemm_fp8(lt, LT_FP8_BLK, x, W, x_scale, w_scale, y, S, N, K, stream, err, errlen);
 }

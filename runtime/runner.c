@@ -147,7 +147,7 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_al
         const int g = is_gemm_weight(i);
         if (g >= 0 && (fp8_mask >> g & 1)) {
             A(d->w8[g], rows * cols, 1);
-            A(d->ws[g], rows * 4, 1);
+            A(d->ws[g], h3_fp8_w_scales(rows, cols, fp8_mask) * 4, 1);
         } else {
             A(d->w[i], rows * cols * 2, 1);
         }
@@ -179,19 +179,19 @@ int h3r_plan_allocs(const h3_config *c, int S, int fp8_mask, dev_bufs *d, dev_al
               f2 = fp8_mask >> G_FC2 & 1;
     if (q) {
         A(d->a8, Su * C, 0);
-        A(d->sa, Su * 4, 0);
+        A(d->sa, h3_fp8_in_scales(Su, C, fp8_mask) * 4, 0);
     }
     if (o) { /* else out_gemm reads O itself */
         A(d->O8, Su * I, 0);
-        A(d->sO, Su * 4, 0);
+        A(d->sO, h3_fp8_in_scales(Su, I, fp8_mask) * 4, 0);
     }
     if (f1) {
         A(d->b8, Su * C, 0);
-        A(d->sb, Su * 4, 0);
+        A(d->sb, h3_fp8_in_scales(Su, C, fp8_mask) * 4, 0);
     }
     if (f2) {
         A(d->u8, Su * F, 0);
-        A(d->su, Su * 4, 0);
+        A(d->su, h3_fp8_in_scales(Su, F, fp8_mask) * 4, 0);
     }
     if (!q) A(d->a, Su * C * 2, 0);
     if (!f1) A(d->b, Su * C * 2, 0);
@@ -258,18 +258,21 @@ h3_op_row *h3r_add_row(h3_run_result *r, const char *name, double ms, double flo
 void h3r_gemm_desc(int fp8_mask, int fast_accum, char *buf, size_t len)
 {
     const char *fa = fast_accum ? ", fast accumulation" : "";
-    if (fp8_mask == 0) {
+    const char *sc = fp8_mask & H3_FP8_BLOCKS ? "block scales 128x128 weights x 1x128 inputs"
+                                              : "scales per output channel x per token";
+    const int mask = fp8_mask & H3_FP8_ALL;
+    if (mask == 0) {
         snprintf(buf, len, "bf16");
         return;
     }
-    if (fp8_mask == H3_FP8_ALL) {
-        snprintf(buf, len, "fp8 (e4m3; scales per output channel x per token%s)", fa);
+    if (mask == H3_FP8_ALL) {
+        snprintf(buf, len, "fp8 (e4m3; %s%s)", sc, fa);
         return;
     }
     char f[H3_GEMM_LIST_LEN], b[H3_GEMM_LIST_LEN];
-    h3_gemm_list(fp8_mask, f, sizeof f);
-    h3_gemm_list(H3_FP8_ALL & ~fp8_mask, b, sizeof b);
-    snprintf(buf, len, "fp8 %s (e4m3; scales per output channel x per token%s), bf16 %s", f, fa, b);
+    h3_gemm_list(mask, f, sizeof f);
+    h3_gemm_list(H3_FP8_ALL & ~mask, b, sizeof b);
+    snprintf(buf, len, "fp8 %s (e4m3; %s%s), bf16 %s", f, sc, fa, b);
 }
 
 int h3r_dev_alloc(void **p, size_t bytes, size_t *total, char *err, size_t errlen)
@@ -293,9 +296,9 @@ static int gemm(block_run *br, int g, const uint16_t *x, const uint8_t *x8, cons
                 char *err, size_t errlen)
 {
     dev_bufs *d = &br->d;
-    return h3r_fp8(br, g)
-               ? h3_lt_gemm_fp8(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, errlen)
-               : h3_lt_gemm_bf16(br->lt, x, d->w[gemm_tensor[g]], y, br->S, N, K, br->st, err, errlen);
+    if (!h3r_fp8(br, g)) return h3_lt_gemm_bf16(br->lt, x, d->w[gemm_tensor[g]], y, br->S, N, K, br->st, err, errlen);
+    return h3r_blocks(br) ? h3_lt_gemm_fp8_blocks(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, errlen)
+                          : h3_lt_gemm_fp8(br->lt, x8, d->w8[g], sx, d->ws[g], y, br->S, N, K, br->st, err, errlen);
 }
 
 /* A kernel launch of h3r_enqueue_op: on failure the launch named in err, -1. */
@@ -318,7 +321,7 @@ int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen)
     case OP_NORM1:
         if (h3r_fp8(br, G_QKV))
             TRY(h3k_rmsnorm_mod_q8(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
-                                      H3_SLOT_SCALE_MSA, NULL, d->a8, d->sa, br->st));
+                                      H3_SLOT_SCALE_MSA, NULL, d->a8, d->sa, h3r_blocks(br), br->st));
         else
             TRY(h3k_rmsnorm_mod(d->x, d->w[H3_T_NORM1], d->mod, d->tags, S, C, c->eps, H3_SLOT_SHIFT_MSA,
                                    H3_SLOT_SCALE_MSA, d->a, br->st));
@@ -340,13 +343,18 @@ int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen)
             TRY(h3k_attn_fp8_mma(d->q8, d->k8, d->vt8, d->sq, d->sk, d->sv, vmu, S, H, d->O, d->lse, br->st));
         break;
     }
-    case OP_OUTQ: TRY(h3k_quant_rows_e4m3(d->O, S, I, d->O8, d->sO, br->st)); break;
+    case OP_OUTQ:
+        if (h3r_blocks(br))
+            TRY(h3k_quant_blocks_e4m3(d->O, S, I, 1, d->O8, d->sO, br->st));
+        else
+            TRY(h3k_quant_rows_e4m3(d->O, S, I, d->O8, d->sO, br->st));
+        break;
     case OP_OUT: return gemm(br, G_OUT, d->O, d->O8, d->sO, d->y1, C, I, err, errlen);
     case OP_RES1_NORM2:
         if (h3r_fp8(br, G_FC1))
             TRY(h3k_gate_residual_norm_mod_q8(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
                                                  d->w[H3_T_NORM2], c->eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP,
-                                                 NULL, d->b8, d->sb, br->st));
+                                                 NULL, d->b8, d->sb, h3r_blocks(br), br->st));
         else
             TRY(h3k_gate_residual_norm_mod(d->x, d->y1, d->mod, d->tags, S, C, H3_SLOT_GATE_MSA, d->x1,
                                               d->w[H3_T_NORM2], c->eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, d->b,
@@ -355,7 +363,7 @@ int h3r_enqueue_op(block_run *br, int op, char *err, size_t errlen)
     case OP_FC1: return gemm(br, G_FC1, d->b, d->b8, d->sb, d->g, 2 * F, C, err, errlen);
     case OP_SWIGLU:
         if (h3r_fp8(br, G_FC2))
-            TRY(h3k_swiglu_q8(d->g, S, F, NULL, d->u8, d->su, br->st));
+            TRY(h3k_swiglu_q8(d->g, S, F, NULL, d->u8, d->su, h3r_blocks(br), br->st));
         else
             TRY(h3k_swiglu(d->g, S, F, d->u, br->st));
         break;
@@ -408,9 +416,12 @@ static void op_work(const h3_config *c, int S, int fp8_mask, int op, double *flo
 {
     const double C = c->hidden, I = h3_attn_width(c), F = c->ffn, T = c->temb, MOD = h3_mod_width(c),
                  Sp = h3_pad_tokens(S);
-    /* bytes per element of the GEMM input a producer writes (FP8: + the row scale), by its GEMM's precision */
-    const double act_qkv = fp8_mask >> G_QKV & 1 ? 1.0 + 4.0 / C : 2.0,
-                 act_fc1 = fp8_mask >> G_FC1 & 1 ? 1.0 + 4.0 / C : 2.0;
+    /* bytes per element of the GEMM input a producer writes (FP8: + its share
+     * of a scale, one per row or per 128 columns), by its GEMM's precision */
+    const int blk = (fp8_mask & H3_FP8_BLOCKS) != 0;
+    const double act_qkv = fp8_mask >> G_QKV & 1 ? 1.0 + 4.0 / (blk ? 128 : C) : 2.0,
+                 act_fc1 = fp8_mask >> G_FC1 & 1 ? 1.0 + 4.0 / (blk ? 128 : C) : 2.0,
+                 act_fc2 = fp8_mask >> G_FC2 & 1 ? 1.0 + 4.0 / (blk ? 128 : F) : 2.0;
     *flops = op_stage[op] >= 0 ? h3_stage_flops(c, S, op_stage[op]) : 0;
     *bytes = 0;
     switch (op) {
@@ -418,9 +429,9 @@ static void op_work(const h3_config *c, int S, int fp8_mask, int op, double *flo
     case OP_ROPE: *bytes = S * (12.0 + H3_ROPE_TAB * 4); break;
     case OP_NORM1: *bytes = S * C * (2 + act_qkv); break;
     case OP_QUANT: *bytes = S * 3 * I * 2 + S * H3_ROPE_TAB * 4.0 + 3 * Sp * I; break;
-    case OP_OUTQ: *bytes = S * I * 2 + S * I * (1 + 4.0 / I); break;
+    case OP_OUTQ: *bytes = S * I * 2 + S * I * (1 + 4.0 / (blk ? 128 : I)); break;
     case OP_RES1_NORM2: *bytes = S * C * (2 * 3 + act_fc1); break;
-    case OP_SWIGLU: *bytes = S * F * (2 * 2 + (fp8_mask >> G_FC2 & 1 ? 1 + 4.0 / F : 2)); break;
+    case OP_SWIGLU: *bytes = S * F * (2 * 2 + act_fc2); break;
     case OP_RES2: *bytes = S * C * 2 * 3; break;
     default: break;
     }
@@ -477,7 +488,7 @@ void h3_run_fetch_w8(const h3_run_view *v, int g, int N, int K, uint8_t **w8, fl
 {
     CHECK(g >= 0 && g < G_N && v->br->d.w8[g], "GEMM %d has no FP8 weight in this run", g);
     *w8 = host_copy(v->br->d.w8[g], (size_t)N * K);
-    *ws = host_copy(v->br->d.ws[g], (size_t)N * 4);
+    *ws = host_copy(v->br->d.ws[g], h3_fp8_w_scales((size_t)N, (size_t)K, v->br->fp8_mask) * 4);
 }
 
 int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t errlen)
@@ -494,7 +505,11 @@ int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t err
             size_t tmp = 0;
             if (h3r_dev_alloc((void **)&stage, rows * cols * 2, &tmp, err, errlen)) return -1;
             e = cudaMemcpy(stage, blk->w[i], rows * cols * 2, cudaMemcpyHostToDevice);
-            if (e == cudaSuccess) e = (cudaError_t)h3k_quant_rows_e4m3(stage, (int)rows, (int)cols, d->w8[g], d->ws[g], br->st);
+            if (e == cudaSuccess)
+                e = (cudaError_t)(h3r_blocks(br) ? h3k_quant_blocks_e4m3(stage, (int)rows, (int)cols, 128, d->w8[g],
+                                                                          d->ws[g], br->st)
+                                                 : h3k_quant_rows_e4m3(stage, (int)rows, (int)cols, d->w8[g], d->ws[g],
+                                                                       br->st));
             if (e == cudaSuccess) e = cudaStreamSynchronize(br->st);
             const cudaError_t f = cudaFree(stage);
             if (e == cudaSuccess) e = f;
@@ -534,6 +549,7 @@ int h3r_first_nonfinite(const block_run *br)
     const size_t S = (size_t)br->S, C = c->hidden, I = h3_attn_width(c), F = c->ffn, H = c->heads,
                  G = h3_groups(br->S), Sp = h3_pad_tokens(br->S);
     const dev_bufs *d = &br->d;
+    const int m = br->fp8_mask;
     /* every op's outputs in block order; a buffer the mask did not allocate is NULL */
     const struct {
         int op;
@@ -543,16 +559,16 @@ int h3r_first_nonfinite(const block_run *br)
     } outs[] = {
         {OP_ADALN, d->mod, (size_t)h3_mod_width(c), NF_BF16},
         {OP_NORM1, d->a, S * C, NF_BF16},           {OP_NORM1, d->a8, S * C, NF_E4M3},
-        {OP_NORM1, d->sa, S, NF_F32},               {OP_QKV, d->qkv, S * 3 * I, NF_BF16},
+        {OP_NORM1, d->sa, h3_fp8_in_scales(S, C, m), NF_F32},               {OP_QKV, d->qkv, S * 3 * I, NF_BF16},
         {OP_QUANT, d->sq, H * G, NF_F32},           {OP_QUANT, d->sk, H * G, NF_F32},
         {OP_QUANT, d->sv, H * G, NF_F32},           {OP_QUANT, d->q8, H * Sp * 128, NF_E4M3},
         {OP_QUANT, d->k8, H * Sp * 128, NF_E4M3},   {OP_QUANT, d->vt8, H * Sp * 128, NF_E4M3},
         {OP_ATTN, d->O, S * I, NF_BF16},            {OP_OUTQ, d->O8, S * I, NF_E4M3},
-        {OP_OUTQ, d->sO, S, NF_F32},                {OP_OUT, d->y1, S * C, NF_BF16},
+        {OP_OUTQ, d->sO, h3_fp8_in_scales(S, I, m), NF_F32},                {OP_OUT, d->y1, S * C, NF_BF16},
         {OP_RES1_NORM2, d->x1, S * C, NF_BF16},     {OP_RES1_NORM2, d->b, S * C, NF_BF16},
-        {OP_RES1_NORM2, d->b8, S * C, NF_E4M3},     {OP_RES1_NORM2, d->sb, S, NF_F32},
+        {OP_RES1_NORM2, d->b8, S * C, NF_E4M3},     {OP_RES1_NORM2, d->sb, h3_fp8_in_scales(S, C, m), NF_F32},
         {OP_FC1, d->g, S * 2 * F, NF_BF16},         {OP_SWIGLU, d->u, S * F, NF_BF16},
-        {OP_SWIGLU, d->u8, S * F, NF_E4M3},         {OP_SWIGLU, d->su, S, NF_F32},
+        {OP_SWIGLU, d->u8, S * F, NF_E4M3},         {OP_SWIGLU, d->su, h3_fp8_in_scales(S, F, m), NF_F32},
         {OP_FC2, d->y2, S * C, NF_BF16},            {OP_RES2, d->out, S * C, NF_BF16},
     };
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)

@@ -59,9 +59,9 @@ typedef struct {
     /* the FP8 GEMMs (--gemm fp8 or fp8:LIST): only those of the mask are
      * allocated, each GEMM's input in one form only (a or a8/sa, ...) */
     uint8_t *w8[G_N]; // [N][K] e4m3, per output channel
-    float *ws[G_N];   // [N]
+    float *ws[G_N];   // [N] (H3_FP8_BLOCKS: [N / 128][K / 128])
     uint8_t *a8, *O8, *b8, *u8; // [S][C], [S][I], [S][C], [S][F] e4m3, per token
-    float *sa, *sO, *sb, *su;   // [S]
+    float *sa, *sO, *sb, *su;   // [S] (H3_FP8_BLOCKS: [K / 128][S], K the row width)
 } dev_bufs;
 
 /* Every device buffer of a run, with its size: one table serves the
@@ -101,6 +101,8 @@ typedef struct {
 
 /* GEMM g of br in FP8? */
 static inline int h3r_fp8(const block_run *br, int g) { return br->fp8_mask >> g & 1; }
+/* The FP8 GEMMs with block scales (H3_FP8_BLOCKS)? */
+static inline int h3r_blocks(const block_run *br) { return (br->fp8_mask & H3_FP8_BLOCKS) != 0; }
 
 /* The buffers of a block run at S tokens with the GEMMs of fp8_mask in FP8
  * into t (MAX_ALLOCS entries); returns the count. */

@@ -173,6 +173,12 @@ expect2 "--gemm-accum missing" "${base[@]}" --gemm fp8 --gemm-accum
 expect2 "--gemm-accum fast without FP8 GEMMs" "${base[@]}" --gemm-accum fast
 expect2 "--gemm-accum fast with --cpu" "${base[@]}" --gemm fp8:fc2 --gemm-accum fast --cpu
 expect_ok "--gemm-accum fp32 on the CPU path" "${base[@]}" --gemm fp8 --gemm-accum fp32 --tokens 32
+expect2 "--gemm-scales bogus" "${base[@]}" --gemm fp8 --gemm-scales bogus
+expect2 "--gemm-scales missing" "${base[@]}" --gemm fp8 --gemm-scales
+expect2 "--gemm-scales blocks without FP8 GEMMs" "${base[@]}" --gemm-scales blocks
+expect2 "--gemm-scales blocks with --gemm-accum fast" "${base[@]}" --gemm fp8 --gemm-scales blocks --gemm-accum fast
+expect_ok "--gemm-scales rows (the default) on the CPU path" "${base[@]}" --gemm fp8 --gemm-scales rows --tokens 32
+expect_ok "--gemm-scales blocks on the CPU path" "${base[@]}" --gemm fp8:qkv,fc2 --gemm-scales blocks --tokens 32
 
 echo "== --gemm precision lists reach the CPU chain"
 # fp8:LIST naming all four is --gemm fp8, bit for bit; a subset is neither
@@ -181,6 +187,8 @@ for g in bf16 fp8 fp8:fc2,out,qkv,fc1 fp8:qkv,out; do
     run "${base[@]}" --tokens 32 --gemm "$g" --output "$work/gemm_${g//[:,]/_}.safetensors" \
         --json "$work/gemm_${g//[:,]/_}.json" || { echo "FAIL: --gemm $g run: exit $?"; fails=$((fails + 1)); }
 done
+run "${base[@]}" --tokens 32 --gemm fp8 --gemm-scales blocks --output "$work/gemm_fp8_blocks.safetensors" \
+    --json "$work/gemm_fp8_blocks.json" || { echo "FAIL: --gemm fp8 --gemm-scales blocks run: exit $?"; fails=$((fails + 1)); }
 expect_same() { # DESC A B WANT: the outputs of runs A and B are identical (WANT 1) or differ (WANT 0)
     n=$((n + 1))
     if cmp -s "$work/gemm_$2.safetensors" "$work/gemm_$3.safetensors"; then same=1; else same=0; fi
@@ -189,6 +197,13 @@ expect_same() { # DESC A B WANT: the outputs of runs A and B are identical (WANT
 expect_same "fp8:<all four> output == fp8 output" fp8 fp8_fc2_out_qkv_fc1 1
 expect_same "fp8:qkv,out output != fp8 output" fp8 fp8_qkv_out 0
 expect_same "fp8:qkv,out output != bf16 output" bf16 fp8_qkv_out 0
+expect_same "fp8 block scales output != fp8 output" fp8 fp8_blocks 0
+n=$((n + 1))
+if grep -q '"gemm":"fp8 emulated (e4m3 per 128x128 weight block x 1x128 input block, fp32 sums)"' "$work/gemm_fp8_blocks.json"; then
+    printf '  ok  %-44s\n' "[JSON names the block scales]"
+else
+    echo "FAIL [JSON names the block scales]: $(grep -o '"gemm":"[^"]*"' "$work/gemm_fp8_blocks.json")"; fails=$((fails + 1))
+fi
 n=$((n + 1))
 if grep -q '"gemm":"fp8 emulated qkv,out (.*), fp32 fc1,fc2 (bf16 in)"' "$work/gemm_fp8_qkv_out.json" &&
    grep -q '"gemm":"fp8 emulated (e4m3' "$work/gemm_fp8_fc2_out_qkv_fc1.json"; then

@@ -127,10 +127,24 @@ if "$dit" --gpu --gemm fp8:qkv,fc2 --gemm-accum fast --weights "$work/tiny.safet
 else
   echo "FAIL tiny block, --gemm fp8:qkv,fc2 --gemm-accum fast, --check full:"; tail -30 "$log"; fail=1
 fi
+# --gemm-scales blocks: every FP8 GEMM and its producer checked against the
+# CPU's block-scaled twin (cpu_gemm_fp8_blocks, 1 x 128 codes), both ways of
+# a mixed mode, the report naming the scales
+for gemm in fp8 fp8:qkv,fc1; do
+  tag=${gemm//[:,]/_} log=$work/tiny_blk_$tag.log why=""
+  list=${gemm#fp8}; list=${list#:}
+  if "$dit" --gpu --gemm $gemm --gemm-scales blocks --weights "$work/tiny.safetensors" --tokens 300 --check full \
+       --repeat 2 --quiet >"$log" 2>&1 && why=$(precisions_checked "$log" "${list:-qkv,out,fc1,fc2}") &&
+     grep -q "block scales 128x128 weights x 1x128 inputs" "$log"; then
+    echo "ok   tiny block, --gemm $gemm --gemm-scales blocks, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
+  else
+    echo "FAIL tiny block, --gemm $gemm --gemm-scales blocks, --check full:${why:+ $why}"; tail -30 "$log"; fail=1
+  fi
+done
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
   full_attn=${attns##* } # sm90 where it runs (the default there), else mma
-  for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast"; do
+  for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast" "fp8 --gemm-scales blocks"; do
     # shellcheck disable=SC2086 # $gemm may carry --gemm-accum
     if "$dit" --gpu --attn $full_attn --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
          >"$work/full_${gemm// /_}.log" 2>&1 && checks_ran "$work/full_${gemm// /_}.log" 0 >/dev/null; then

@@ -709,6 +709,13 @@ static void test_gemm(h3_lt *lt, int S, int N, int K)
 }
 
 /* ================= FP8 GEMM mode ================= */
+/* The device's 1 x 128 block scales [nb][rows] as the CPU's [rows][nb]. */
+static void blk_scales_to_host(const float *dev, int rows, int nb, float *host)
+{
+    for (int b = 0; b < nb; b++)
+        for (int r = 0; r < rows; r++) host[(size_t)r * nb + b] = dev[(size_t)b * rows + r];
+}
+
 /* Row quantiser: codes and scales bit-exact (max is order-free, same IEEE
  * multiply and RNE). Rows get magnitudes 2^U(-8, 8); row 1 is all zeros
  * (scale 1, codes 0); one element is BF16's max (saturation stays finite). */
@@ -744,6 +751,51 @@ static void test_quant_rows(int rows, int cols)
     }
     cudaFree((void *)c.x), cudaFree(c.q), cudaFree(c.s);
     free(x), free(rq), free(gq), free(rs), free(gs);
+}
+
+/* Block quantiser (--gemm-scales blocks): brows 1 (activations, 1 x 128,
+ * scales [nb][rows]) or 128 (weights, 128 x 128 tiles, scales
+ * [row tiles][nb]); codes and scales bit-exact against cpu_quant_blocks_e4m3.
+ * Rows get magnitudes 2^U(-8, 8) and the second 128-column block of row 0
+ * is scaled by 2^12, so a scale taken over the wrong span shows at once. */
+typedef struct {
+    const uint16_t *x;
+    int rows, cols, brows;
+    uint8_t *q;
+    float *s;
+} qblk_ctx;
+static int qblk_launch(void *p)
+{
+    qblk_ctx *c = p;
+    return h3k_quant_blocks_e4m3(c->x, c->rows, c->cols, c->brows, c->q, c->s, 0);
+}
+static void test_quant_blocks(int rows, int cols, int brows)
+{
+    const size_t n = (size_t)rows * cols;
+    const int nb = (cols + 127) / 128, nbr = (rows + brows - 1) / brows;
+    const size_t ns = (size_t)nbr * nb;
+    uint16_t *x = xmalloc(n * 2);
+    fill_bf16_normal(x, n, 0.0f, 1.0f);
+    scale_rows(x, rows, cols, 2001, 8.0);
+    for (int j = 128; j < 256 && j < cols; j++) x[j] = h3_f32_to_bf16(h3_bf16_to_f32(x[j]) * 4096.0f);
+    if (rows > 1) memset(x + cols, 0, (size_t)cols * 2);
+    uint8_t *rq = xmalloc(n), *gq = xmalloc(n);
+    float *rs = xmalloc(ns * 4), *gs = xmalloc(ns * 4), *gsh = xmalloc(ns * 4);
+    cpu_quant_blocks_e4m3(x, rows, cols, brows, rq, rs);
+    qblk_ctx c = {upload(x, n * 2), rows, cols, brows, dalloc(n), dalloc(ns * 4)};
+    outbuf o[2] = {{c.q, n, gq}, {c.s, ns * 4, gs}};
+    char what[128];
+    snprintf(what, sizeof what, "quant_blocks_e4m3 rows=%d cols=%d brows=%d", rows, cols, brows);
+    if (run_twice(what, qblk_launch, &c, o, 2, 1) >= 0) {
+        if (brows == 1)
+            blk_scales_to_host(gs, rows, nb, gsh);
+        else
+            memcpy(gsh, gs, ns * 4);
+        cmp_codes(what, gq, rq, n, 1);
+        cmp_scales(what, gsh, rs, ns, 1);
+    }
+    cudaFree((void *)c.x), cudaFree(c.q), cudaFree(c.s);
+    free(x), free(rq), free(gq), free(rs), free(gs), free(gsh);
 }
 
 /* Row-quantised codes and scales vs the CPU's. A row whose largest BF16
@@ -791,6 +843,7 @@ typedef struct {
     uint16_t *out, *xo;
     uint8_t *q8;
     float *s8;
+    int blk; /* 1 x 128 block scales, s8 [C / 128][S] */
 } q8_ctx;
 static int q8_launch(void *p)
 {
@@ -798,13 +851,17 @@ static int q8_launch(void *p)
     const float eps = 1e-5f;
     if (c->which == 0)
         return h3k_rmsnorm_mod_q8(c->x, c->w, c->mod, c->tags, c->S, c->C, eps, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA,
-                                  c->out, c->q8, c->s8, 0);
+                                  c->out, c->q8, c->s8, c->blk, 0);
     if (c->which == 1)
         return h3k_gate_residual_norm_mod_q8(c->x, c->y, c->mod, c->tags, c->S, c->C, H3_SLOT_GATE_MSA, c->xo, c->w,
-                                             eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, c->out, c->q8, c->s8, 0);
-    return h3k_swiglu_q8(c->g, c->S, c->C, c->out, c->q8, c->s8, 0);
+                                             eps, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, c->out, c->q8, c->s8, c->blk,
+                                             0);
+    return h3k_swiglu_q8(c->g, c->S, c->C, c->out, c->q8, c->s8, c->blk, 0);
 }
-static void test_q8_fused(int S, int C, int which)
+/* blk: the kernels' 1 x 128 block scales. Their BF16 output is the same as
+ * without; the codes and scales are then checked bit for bit against the
+ * CPU's block quantisation of that output. */
+static void test_q8_fused(int S, int C, int which, int blk)
 {
     const int M = 3;
     const size_t n = (size_t)S * C, nm = (size_t)M * H3_SLOTS * C;
@@ -821,13 +878,16 @@ static void test_q8_fused(int S, int C, int which)
     fill_tags(tags, S, M);
     q8_ctx c = {upload(x, n * 2), upload(y, n * 2), upload(w, (size_t)C * 2), upload(mod, nm * 2),
                 upload(g, 2 * n * 2), upload(tags, (size_t)S * 4), S, C, which, dalloc(n * 2), dalloc(n * 2),
-                dalloc(n), dalloc((size_t)S * 4)};
+                dalloc(n), NULL, blk};
+    const size_t ns = (size_t)S * (blk ? (C + 127) / 128 : 1); /* scales */
+    c.s8 = dalloc(ns * 4);
     uint8_t *gq = xmalloc(n), *rq = xmalloc(n);
-    float *gs = xmalloc((size_t)S * 4), *rs = xmalloc((size_t)S * 4);
+    float *gs = xmalloc(ns * 4), *rs = xmalloc(ns * 4), *gsh = xmalloc(ns * 4);
     char what[160];
+    const char *mode = blk ? ", block scales" : "";
     /* with the BF16 output written: it must be the BF16 kernel's, bit for bit */
-    snprintf(what, sizeof what, "%s S=%d C=%d (bf16 out too)", name[which], S, C);
-    outbuf o[4] = {{c.q8, n, gq}, {c.s8, (size_t)S * 4, gs}, {c.out, n * 2, gout}, {c.xo, n * 2, gxo}};
+    snprintf(what, sizeof what, "%s S=%d C=%d (bf16 out too%s)", name[which], S, C, mode);
+    outbuf o[4] = {{c.q8, n, gq}, {c.s8, ns * 4, gs}, {c.out, n * 2, gout}, {c.xo, n * 2, gxo}};
     if (run_twice(what, q8_launch, &c, o, which == 1 ? 4 : 3, 1) >= 0) {
         int rc = which == 0 ? h3k_rmsnorm_mod(c.x, c.w, c.mod, c.tags, S, C, 1e-5f, H3_SLOT_SHIFT_MSA,
                                               H3_SLOT_SCALE_MSA, c.out, 0)
@@ -837,34 +897,44 @@ static void test_q8_fused(int S, int C, int which)
         CUDA_CHECK((cudaError_t)rc);
         CUDA_CHECK(cudaMemcpy(gout2, c.out, n * 2, cudaMemcpyDeviceToHost));
         result(!memcmp(gout, gout2, n * 2), "%s: BF16 output identical to the BF16 kernel's", what);
-        /* the CPU's BF16 stage output, from the GPU's own residual for the fused one */
-        if (which == 0)
-            cpu_rmsnorm_mod(x, w, mod, tags, S, C, 1e-5f, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, NULL, S, ref);
-        else if (which == 1)
-            cpu_rmsnorm_mod(gxo, w, mod, tags, S, C, 1e-5f, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, NULL, S, ref);
-        else
-            cpu_swiglu(g, S, C, NULL, S, ref);
-        cpu_quant_rows_e4m3(ref, S, C, rq, rs);
-        cmp_row_codes(what, gq, rq, gs, rs, S, C);
+        /* the CPU's BF16 stage output, from the GPU's own residual for the
+         * fused one (row scales; the BF16 output just checked is the same
+         * with block scales) */
+        if (!blk) {
+            if (which == 0)
+                cpu_rmsnorm_mod(x, w, mod, tags, S, C, 1e-5f, H3_SLOT_SHIFT_MSA, H3_SLOT_SCALE_MSA, NULL, S, ref);
+            else if (which == 1)
+                cpu_rmsnorm_mod(gxo, w, mod, tags, S, C, 1e-5f, H3_SLOT_SHIFT_MLP, H3_SLOT_SCALE_MLP, NULL, S, ref);
+            else
+                cpu_swiglu(g, S, C, NULL, S, ref);
+            cpu_quant_rows_e4m3(ref, S, C, rq, rs);
+            cmp_row_codes(what, gq, rq, gs, rs, S, C);
+        }
         /* and the GPU's codes are exactly its own BF16 output quantised */
-        cpu_quant_rows_e4m3(gout, S, C, rq, rs);
-        snprintf(what, sizeof what, "%s S=%d C=%d (codes of its own bf16 out)", name[which], S, C);
+        if (blk) {
+            cpu_quant_blocks_e4m3(gout, S, C, 1, rq, rs);
+            blk_scales_to_host(gs, S, (C + 127) / 128, gsh);
+        } else {
+            cpu_quant_rows_e4m3(gout, S, C, rq, rs);
+            memcpy(gsh, gs, ns * 4);
+        }
+        snprintf(what, sizeof what, "%s S=%d C=%d (codes of its own bf16 out%s)", name[which], S, C, mode);
         cmp_codes(what, gq, rq, n, 1);
-        cmp_scales(what, gs, rs, (size_t)S, 1);
+        cmp_scales(what, gsh, rs, ns, 1);
     }
     /* without the BF16 output (what the FP8 block runs): same codes */
     uint8_t *gq2 = xmalloc(n);
-    float *gs2 = xmalloc((size_t)S * 4);
+    float *gs2 = xmalloc(ns * 4);
     CUDA_CHECK(cudaFree(c.out));
     c.out = NULL;
-    snprintf(what, sizeof what, "%s S=%d C=%d (no bf16 out)", name[which], S, C);
-    outbuf o2[2] = {{c.q8, n, gq2}, {c.s8, (size_t)S * 4, gs2}};
+    snprintf(what, sizeof what, "%s S=%d C=%d (no bf16 out%s)", name[which], S, C, mode);
+    outbuf o2[2] = {{c.q8, n, gq2}, {c.s8, ns * 4, gs2}};
     if (run_twice(what, q8_launch, &c, o2, 2, 1) >= 0)
-        result(!memcmp(gq, gq2, n) && !memcmp(gs, gs2, (size_t)S * 4), "%s: codes and scales as with it", what);
+        result(!memcmp(gq, gq2, n) && !memcmp(gs, gs2, ns * 4), "%s: codes and scales as with it", what);
     cudaFree((void *)c.x), cudaFree((void *)c.y), cudaFree((void *)c.w), cudaFree((void *)c.mod);
     cudaFree((void *)c.g), cudaFree((void *)c.tags), cudaFree(c.xo), cudaFree(c.q8), cudaFree(c.s8);
     free(x), free(y), free(w), free(mod), free(g), free(ref), free(gout), free(gout2), free(gxo), free(tags);
-    free(gq), free(rq), free(gs), free(rs), free(gq2), free(gs2);
+    free(gq), free(rq), free(gs), free(rs), free(gsh), free(gq2), free(gs2);
 }
 
 /* FP8 GEMM (cuBLASLt, outer-vector scales) vs cpu_gemm_fp8 on the same e4m3
@@ -912,6 +982,57 @@ static void test_gemm_fp8(h3_lt *lt, int S, int N, int K, int fast)
     h3_lt_set_fast_accum(lt, 0);
     cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
     free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sw);
+}
+
+/* The FP8 GEMM with block scales (cuBLASLt VEC128_32F inputs, BLK128x128_32F
+ * weights) vs cpu_gemm_fp8_blocks on the same operands, the same 1e-2
+ * budget. Magnitudes vary per (token, 128-column block) of x and per 128 x
+ * 128 tile of W (2^U(-4, 4)), so a scale applied to the wrong block or
+ * transposed shows at once. */
+static int gemm8b_launch(void *p)
+{
+    gemm8_ctx *c = p;
+    char err[512];
+    if (h3_lt_gemm_fp8_blocks(c->lt, c->x8, c->W8, c->sx, c->sw, c->y, c->S, c->N, c->K, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return (int)cudaErrorUnknown;
+    }
+    return 0;
+}
+static float octaves(uint64_t st, uint64_t i) { return exp2f((float)(8.0 * h3_uniform(g_seed, st, i) - 4.0)); }
+static void test_gemm_fp8_blocks(h3_lt *lt, int S, int N, int K)
+{
+    const size_t nx = (size_t)S * K, nw = (size_t)N * K, ny = (size_t)S * N;
+    const int nb = (K + 127) / 128;
+    const size_t nsx = (size_t)S * nb, nsw = (size_t)((N + 127) / 128) * nb;
+    uint16_t *x = xmalloc(nx * 2), *W = xmalloc(nw * 2), *ref = xmalloc(ny * 2), *gpu = xmalloc(ny * 2);
+    fill_bf16_normal(x, nx, 0.0f, 1.0f);
+    fill_bf16_uniform(W, nw, -0.05f, 0.05f);
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < K; k++) {
+            const size_t e = (size_t)s * K + k;
+            x[e] = h3_f32_to_bf16(h3_bf16_to_f32(x[e]) * octaves(3002, (uint64_t)s * nb + k / 128));
+        }
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < K; k++) {
+            const size_t e = (size_t)r * K + k;
+            W[e] = h3_f32_to_bf16(h3_bf16_to_f32(W[e]) * octaves(3003, (uint64_t)(r / 128) * nb + k / 128));
+        }
+    uint8_t *x8 = xmalloc(nx), *W8 = xmalloc(nw);
+    float *sx = xmalloc(nsx * 4), *sxd = xmalloc(nsx * 4), *sw = xmalloc(nsw * 4);
+    cpu_quant_blocks_e4m3(x, S, K, 1, x8, sx);
+    cpu_quant_blocks_e4m3(W, N, K, 128, W8, sw);
+    cpu_gemm_fp8_blocks(x8, sx, 1, W8, sw, 128, S, N, K, NULL, S, ref);
+    for (int s = 0; s < S; s++) /* the device's layout: [nb][S] */
+        for (int b = 0; b < nb; b++) sxd[(size_t)b * S + s] = sx[(size_t)s * nb + b];
+    gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sxd, nsx * 4), upload(sw, nsw * 4), dalloc(ny * 2), S, N,
+                   K};
+    char what[128];
+    snprintf(what, sizeof what, "gemm_fp8 block scales S=%d N=%d K=%d", S, N, K);
+    outbuf o = {c.y, ny * 2, gpu};
+    if (run_twice(what, gemm8b_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
+    cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
+    free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sxd), free(sw);
 }
 
 static void test_gemm_errors(h3_lt *lt)
@@ -973,15 +1094,27 @@ int main(int argc, char **argv)
     test_quant_rows(65, 100); /* cols not a multiple of 8: scalar path */
     test_quant_rows(129, 5376);
     test_quant_rows(300, 14336);
+    /* block scales: activations (1 x 128; a ragged last block at 200 and
+     * 5384 columns) and weights (128 x 128 tiles, ragged at 300 x 200) */
+    test_quant_blocks(1, 256, 1);
+    test_quant_blocks(65, 200, 1);
+    test_quant_blocks(129, 5384, 1);
+    test_quant_blocks(1000, 14336, 1);
+    test_quant_blocks(128, 256, 128);
+    test_quant_blocks(300, 200, 128);
+    test_quant_blocks(768, 5376, 128);
     for (int i = 0; i < NS; i++) {
         if (g_quick && S_LIST[i] > 1000) continue;
-        test_q8_fused(S_LIST[i], 256, 0);
-        test_q8_fused(S_LIST[i], 256, 1);
-        test_q8_fused(S_LIST[i], 512, 2);
-        test_q8_fused(S_LIST[i], 5376, 0);
-        test_q8_fused(S_LIST[i], 5376, 1);
-        test_q8_fused(S_LIST[i], 14336, 2);
-        if (S_LIST[i] <= 129) test_q8_fused(S_LIST[i], 20000, 2); /* F > 4 x 8 x 448: swiglu_q8's 8-chunk path */
+        for (int blk = 0; blk < 2; blk++) {
+            test_q8_fused(S_LIST[i], 256, 0, blk);
+            test_q8_fused(S_LIST[i], 256, 1, blk);
+            test_q8_fused(S_LIST[i], 512, 2, blk);
+            test_q8_fused(S_LIST[i], 5376, 0, blk);
+            test_q8_fused(S_LIST[i], 5376, 1, blk);
+            test_q8_fused(S_LIST[i], 14336, 2, blk);
+            /* F > 4 x 8 x 448: swiglu_q8's 8-chunk path */
+            if (S_LIST[i] <= 129) test_q8_fused(S_LIST[i], 20000, 2, blk);
+        }
     }
     static const int HL[] = {1, 3, 56};
     for (int hi = 0; hi < 3; hi++)
@@ -1011,6 +1144,10 @@ int main(int argc, char **argv)
         /* --gemm-accum fast: its own cached descriptors; fc2's K, the longest sum */
         test_gemm_fp8(lt, 129, 768, 512, 1);
         if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 14336, 1);
+        /* block scales: ragged K and N tiles (208, 304), then the block's shapes */
+        static const int GB[][3] = {{1, 256, 256}, {63, 512, 256}, {129, 304, 208}, {1000, 5376, 256}, {4097, 256, 512}};
+        for (int i = 0; i < (int)(sizeof GB / sizeof GB[0]); i++) test_gemm_fp8_blocks(lt, GB[i][0], GB[i][1], GB[i][2]);
+        if (!g_quick) test_gemm_fp8_blocks(lt, 1000, 5376, 14336);
         h3_lt_destroy(lt);
     }
 
