@@ -257,6 +257,8 @@ void parse_cli(int argc, char **argv, cli_options *o)
                     o->gemm);
     if (o->gemm_blocks && o->fast_accum)
         usage_error("--gemm-scales blocks: cuBLASLt's block-scaled FP8 GEMMs sum in FP32 (drop --gemm-accum fast)");
+    if (o->gemm_blocks && (o->gpus > 1 || o->sp_one_device))
+        usage_error("--gemm-scales blocks: one GPU only (the sequence-parallel ranks run row scales)");
     if (o->gemm_blocks) o->fp8_mask |= H3_FP8_BLOCKS;
     if (o->fast_accum && o->path == PATH_CPU)
         usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)");

@@ -339,6 +339,12 @@ int main(int argc, char **argv)
             die(exit_code(rc), err);
     }
     require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");
+    if (use_gpu && o.gemm_blocks && in.S % 8) {
+        snprintf(err, sizeof err,
+                 "--gemm-scales blocks: cuBLASLt's block-scaled GEMMs need a token count that is a multiple of 8 "
+                 "(this run has %d)", in.S);
+        die(2, err);
+    }
 
     report r;
     memset(&r, 0, sizeof r);

@@ -96,8 +96,9 @@ __global__ void __launch_bounds__(ROWQ_THREADS)
 }
 
 /* 128 x 128 tiles (weights, once at load): one block per tile, amax over the
- * tile's values, then its codes; s [ceil(rows / 128)][ceil(cols / 128)]
- * (tile row-major). Ragged edge tiles hold what is there. */
+ * tile's values, then its codes; s [ceil(rows / 128)][ld], ld = ceil(cols /
+ * 128) rounded up to 4 (cuBLASLt reads 16-byte rows; the pad holds 1).
+ * Ragged edge tiles hold what is there. */
 __global__ void __launch_bounds__(ROWQ_THREADS)
     quant_tiles_kernel(const uint16_t *__restrict__ x, int rows, int cols, uint8_t *__restrict__ q,
                        float *__restrict__ s)
@@ -111,7 +112,9 @@ __global__ void __launch_bounds__(ROWQ_THREADS)
         if (c < nc) m = fmaxf(m, fabsf(h3d_bf16(x[(size_t)(r0 + r) * cols + c0 + c])));
     }
     const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
-    if (threadIdx.x == 0) s[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = h3d_row_scale(amax);
+    const unsigned ld = (gridDim.x + 3) / 4 * 4;
+    if (threadIdx.x == 0) s[(size_t)blockIdx.y * ld + blockIdx.x] = h3d_row_scale(amax);
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x < ld - gridDim.x) s[(size_t)blockIdx.y * ld + gridDim.x + threadIdx.x] = 1.0f;
     for (int e = threadIdx.x; e < nr * 128; e += blockDim.x) {
         const int r = e >> 7, c = e & 127;
         if (c < nc) {

@@ -55,8 +55,8 @@ int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_t *q, float
  * scale per block of brows x 128): brows = 1, activations, s [ceil(cols /
  * 128)][rows] (one 128-column block's rows contiguous: cuBLASLt's
  * VEC128_32F), needs cols a multiple of 8, x 16-byte and q 8-byte aligned;
- * brows = 128, weights, s [ceil(rows / 128)][ceil(cols / 128)] (cuBLASLt's
- * BLK128x128_32F). */
+ * brows = 128, weights, s [ceil(rows / 128)][ld], ld = ceil(cols / 128)
+ * rounded up to 4 (cuBLASLt's BLK128x128_32F; the padding holds 1). */
 int h3k_quant_blocks_e4m3(const uint16_t *x, int rows, int cols, int brows, uint8_t *q, float *s, h3_stream stream);
 
 /* h3k_rmsnorm_mod / h3k_gate_residual_norm_mod that also write the output

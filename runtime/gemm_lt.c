@@ -254,6 +254,11 @@ static int gemm_fp8(h3_lt *lt, int kind, const uint8_t *x, const uint8_t *W, con
                     const float *w_scale, uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err,
                     size_t errlen)
 {
+    if (kind == LT_FP8_BLK && S % 8) {
+        snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): the token count must be a multiple of 8", N, S, K,
+                 kind_types(kind));
+        return -1;
+    }
     if (!x_scale || !w_scale) {
         snprintf(err, errlen, "cuBLASLt gemm m=%d n=%d k=%d (%s): scale pointers required", N, S, K,
                  kind_types(kind));

@@ -50,10 +50,12 @@ int h3_lt_gemm_fp8(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x
 /* The FP8 GEMM with block scales (--gemm-scales blocks): y = bf16(sum over k
  * of x e4m3 * x_scale[k / 128][s] * W e4m3 * w_scale[n / 128][k / 128]):
  * x_scale [ceil(K / 128)][S] (one 128-element block's tokens contiguous,
- * CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F), w_scale [ceil(N / 128)][ceil(K /
- * 128)] (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F). cuBLASLt adds each
- * block's product into FP32 with its scales; fast accumulation does not
- * apply. */
+ * CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F), w_scale [ceil(N / 128)][L4], L4
+ * = ceil(K / 128) rounded up to 4 (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+ * whose rows cuBLASLt reads 16 bytes aligned). cuBLASLt adds each block's
+ * product into FP32 with its scales; fast accumulation does not apply. S
+ * must be a multiple of 8 (cuBLASLt's 1x128-scaled operand; an error
+ * otherwise). */
 int h3_lt_gemm_fp8_blocks(h3_lt *lt, const uint8_t *x, const uint8_t *W, const float *x_scale, const float *w_scale,
                           uint16_t *y, int S, int N, int K, cudaStream_t stream, char *err, size_t errlen);
 

@@ -489,6 +489,10 @@ void h3_run_fetch_w8(const h3_run_view *v, int g, int N, int K, uint8_t **w8, fl
     CHECK(g >= 0 && g < G_N && v->br->d.w8[g], "GEMM %d has no FP8 weight in this run", g);
     *w8 = host_copy(v->br->d.w8[g], (size_t)N * K);
     *ws = host_copy(v->br->d.ws[g], h3_fp8_w_scales((size_t)N, (size_t)K, v->br->fp8_mask) * 4);
+    if (h3r_blocks(v->br)) { /* [N / 128][L4] -> [N / 128][L]: the padding dropped */
+        const size_t L = ((size_t)K + 127) / 128, L4 = h3_fp8_w_scale_ld((size_t)K), nr = ((size_t)N + 127) / 128;
+        for (size_t r = 0; r < nr; r++) memmove(*ws + r * L, *ws + r * L4, L * 4);
+    }
 }
 
 int h3r_upload_weights(block_run *br, const h3_block *blk, char *err, size_t errlen)

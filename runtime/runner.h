@@ -104,7 +104,9 @@ h3_run_info h3_run_view_info(const h3_run_view *v);
 /* A host copy (malloc) of the first bytes of buffer b; NULL when the run has
  * no such buffer (e.g. a8 with a BF16 qkv GEMM). */
 void *h3_run_fetch(const h3_run_view *v, h3_buf b, size_t bytes);
-/* GEMM g's e4m3 weight [N][K] and its per-channel scales [N] (FP8 GEMMs only), malloc'd. */
+/* GEMM g's e4m3 weight [N][K] and its per-channel scales [N] (FP8 GEMMs
+ * only; block scales: [ceil(N / 128)][ceil(K / 128)], the device's padding
+ * dropped), malloc'd. */
 void h3_run_fetch_w8(const h3_run_view *v, int g, int N, int K, uint8_t **w8, float **ws);
 
 /* Called once after the timed runs, before the output is copied back. */

@@ -177,6 +177,7 @@ expect2 "--gemm-scales bogus" "${base[@]}" --gemm fp8 --gemm-scales bogus
 expect2 "--gemm-scales missing" "${base[@]}" --gemm fp8 --gemm-scales
 expect2 "--gemm-scales blocks without FP8 GEMMs" "${base[@]}" --gemm-scales blocks
 expect2 "--gemm-scales blocks with --gemm-accum fast" "${base[@]}" --gemm fp8 --gemm-scales blocks --gemm-accum fast
+expect2 "--gemm-scales blocks with --gpus 2" "${base[@]}" --gemm fp8 --gemm-scales blocks --gpus 2
 expect_ok "--gemm-scales rows (the default) on the CPU path" "${base[@]}" --gemm fp8 --gemm-scales rows --tokens 32
 expect_ok "--gemm-scales blocks on the CPU path" "${base[@]}" --gemm fp8:qkv,fc2 --gemm-scales blocks --tokens 32
 

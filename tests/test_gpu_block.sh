@@ -128,12 +128,13 @@ else
   echo "FAIL tiny block, --gemm fp8:qkv,fc2 --gemm-accum fast, --check full:"; tail -30 "$log"; fail=1
 fi
 # --gemm-scales blocks: every FP8 GEMM and its producer checked against the
-# CPU's block-scaled twin (cpu_gemm_fp8_blocks, 1 x 128 codes), both ways of
-# a mixed mode, the report naming the scales
+# CPU's block-scaled twin (cpu_gemm_fp8_blocks, 1 x 128 codes), all-FP8 and a
+# mixed mode, the report naming the scales (304 tokens: cuBLASLt's
+# block-scaled GEMMs need a multiple of 8; 300 is refused, exit 2)
 for gemm in fp8 fp8:qkv,fc1; do
   tag=${gemm//[:,]/_} log=$work/tiny_blk_$tag.log why=""
   list=${gemm#fp8}; list=${list#:}
-  if "$dit" --gpu --gemm $gemm --gemm-scales blocks --weights "$work/tiny.safetensors" --tokens 300 --check full \
+  if "$dit" --gpu --gemm $gemm --gemm-scales blocks --weights "$work/tiny.safetensors" --tokens 304 --check full \
        --repeat 2 --quiet >"$log" 2>&1 && why=$(precisions_checked "$log" "${list:-qkv,out,fc1,fc2}") &&
      grep -q "block scales 128x128 weights x 1x128 inputs" "$log"; then
     echo "ok   tiny block, --gemm $gemm --gemm-scales blocks, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
@@ -141,6 +142,14 @@ for gemm in fp8 fp8:qkv,fc1; do
     echo "FAIL tiny block, --gemm $gemm --gemm-scales blocks, --check full:${why:+ $why}"; tail -30 "$log"; fail=1
   fi
 done
+"$dit" --gpu --gemm fp8 --gemm-scales blocks --weights "$work/tiny.safetensors" --tokens 300 --quiet \
+  >"$work/tiny_blk_300.log" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "multiple of 8 (this run has 300)" "$work/tiny_blk_300.log"; then
+  echo "ok   --gemm-scales blocks at 300 tokens refused: $(cat "$work/tiny_blk_300.log")"
+else
+  echo "FAIL --gemm-scales blocks at 300 tokens: exit $rc (want 2)"; cat "$work/tiny_blk_300.log"; fail=1
+fi
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
   full_attn=${attns##* } # sm90 where it runs (the default there), else mma

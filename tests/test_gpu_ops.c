@@ -754,8 +754,9 @@ static void test_quant_rows(int rows, int cols)
 }
 
 /* Block quantiser (--gemm-scales blocks): brows 1 (activations, 1 x 128,
- * scales [nb][rows]) or 128 (weights, 128 x 128 tiles, scales
- * [row tiles][nb]); codes and scales bit-exact against cpu_quant_blocks_e4m3.
+ * scales [nb][rows]) or 128 (weights, 128 x 128 tiles, scales [row
+ * tiles][nb rounded up to 4], the padding 1); codes and scales bit-exact
+ * against cpu_quant_blocks_e4m3.
  * Rows get magnitudes 2^U(-8, 8) and the second 128-column block of row 0
  * is scaled by 2^12, so a scale taken over the wrong span shows at once. */
 typedef struct {
@@ -773,26 +774,33 @@ static void test_quant_blocks(int rows, int cols, int brows)
 {
     const size_t n = (size_t)rows * cols;
     const int nb = (cols + 127) / 128, nbr = (rows + brows - 1) / brows;
-    const size_t ns = (size_t)nbr * nb;
+    const size_t ns = (size_t)nbr * nb, ld = brows == 1 ? (size_t)nb : h3_fp8_w_scale_ld((size_t)cols),
+                 nsd = (size_t)nbr * ld; /* the device's scales, padded */
     uint16_t *x = xmalloc(n * 2);
     fill_bf16_normal(x, n, 0.0f, 1.0f);
     scale_rows(x, rows, cols, 2001, 8.0);
     for (int j = 128; j < 256 && j < cols; j++) x[j] = h3_f32_to_bf16(h3_bf16_to_f32(x[j]) * 4096.0f);
     if (rows > 1) memset(x + cols, 0, (size_t)cols * 2);
     uint8_t *rq = xmalloc(n), *gq = xmalloc(n);
-    float *rs = xmalloc(ns * 4), *gs = xmalloc(ns * 4), *gsh = xmalloc(ns * 4);
+    float *rs = xmalloc(ns * 4), *gs = xmalloc(nsd * 4), *gsh = xmalloc(ns * 4);
     cpu_quant_blocks_e4m3(x, rows, cols, brows, rq, rs);
-    qblk_ctx c = {upload(x, n * 2), rows, cols, brows, dalloc(n), dalloc(ns * 4)};
-    outbuf o[2] = {{c.q, n, gq}, {c.s, ns * 4, gs}};
+    qblk_ctx c = {upload(x, n * 2), rows, cols, brows, dalloc(n), dalloc(nsd * 4)};
+    outbuf o[2] = {{c.q, n, gq}, {c.s, nsd * 4, gs}};
     char what[128];
     snprintf(what, sizeof what, "quant_blocks_e4m3 rows=%d cols=%d brows=%d", rows, cols, brows);
     if (run_twice(what, qblk_launch, &c, o, 2, 1) >= 0) {
-        if (brows == 1)
+        size_t pad_bad = 0;
+        if (brows == 1) {
             blk_scales_to_host(gs, rows, nb, gsh);
-        else
-            memcpy(gsh, gs, ns * 4);
+        } else {
+            for (int r = 0; r < nbr; r++) {
+                memcpy(gsh + (size_t)r * nb, gs + r * ld, (size_t)nb * 4);
+                for (size_t j = (size_t)nb; j < ld; j++) pad_bad += gs[r * ld + j] != 1.0f;
+            }
+        }
         cmp_codes(what, gq, rq, n, 1);
         cmp_scales(what, gsh, rs, ns, 1);
+        if (ld > (size_t)nb) result(pad_bad == 0, "%s: %zu of the row padding's scales are not 1", what, pad_bad);
     }
     cudaFree((void *)c.x), cudaFree(c.q), cudaFree(c.s);
     free(x), free(rq), free(gq), free(rs), free(gs), free(gsh);
@@ -1003,8 +1011,8 @@ static float octaves(uint64_t st, uint64_t i) { return exp2f((float)(8.0 * h3_un
 static void test_gemm_fp8_blocks(h3_lt *lt, int S, int N, int K)
 {
     const size_t nx = (size_t)S * K, nw = (size_t)N * K, ny = (size_t)S * N;
-    const int nb = (K + 127) / 128;
-    const size_t nsx = (size_t)S * nb, nsw = (size_t)((N + 127) / 128) * nb;
+    const int nb = (K + 127) / 128, nbr = (N + 127) / 128;
+    const size_t nsx = (size_t)S * nb, nsw = (size_t)nbr * nb, ld = h3_fp8_w_scale_ld((size_t)K);
     uint16_t *x = xmalloc(nx * 2), *W = xmalloc(nw * 2), *ref = xmalloc(ny * 2), *gpu = xmalloc(ny * 2);
     fill_bf16_normal(x, nx, 0.0f, 1.0f);
     fill_bf16_uniform(W, nw, -0.05f, 0.05f);
@@ -1019,20 +1027,34 @@ static void test_gemm_fp8_blocks(h3_lt *lt, int S, int N, int K)
             W[e] = h3_f32_to_bf16(h3_bf16_to_f32(W[e]) * octaves(3003, (uint64_t)(r / 128) * nb + k / 128));
         }
     uint8_t *x8 = xmalloc(nx), *W8 = xmalloc(nw);
-    float *sx = xmalloc(nsx * 4), *sxd = xmalloc(nsx * 4), *sw = xmalloc(nsw * 4);
+    float *sx = xmalloc(nsx * 4), *sxd = xmalloc(nsx * 4), *sw = xmalloc(nsw * 4), *swd = xmalloc(nbr * ld * 4);
     cpu_quant_blocks_e4m3(x, S, K, 1, x8, sx);
     cpu_quant_blocks_e4m3(W, N, K, 128, W8, sw);
     cpu_gemm_fp8_blocks(x8, sx, 1, W8, sw, 128, S, N, K, NULL, S, ref);
-    for (int s = 0; s < S; s++) /* the device's layout: [nb][S] */
+    for (int s = 0; s < S; s++) /* the device's layouts: x's [nb][S], W's rows padded to ld (NaN: must go unread) */
         for (int b = 0; b < nb; b++) sxd[(size_t)b * S + s] = sx[(size_t)s * nb + b];
-    gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sxd, nsx * 4), upload(sw, nsw * 4), dalloc(ny * 2), S, N,
-                   K};
+    for (int r = 0; r < nbr; r++)
+        for (size_t j = 0; j < ld; j++) swd[r * ld + j] = j < (size_t)nb ? sw[(size_t)r * nb + j] : NAN;
+    gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sxd, nsx * 4), upload(swd, nbr * ld * 4), dalloc(ny * 2),
+                   S, N, K};
     char what[128];
     snprintf(what, sizeof what, "gemm_fp8 block scales S=%d N=%d K=%d", S, N, K);
     outbuf o = {c.y, ny * 2, gpu};
     if (run_twice(what, gemm8b_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
     cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
-    free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sxd), free(sw);
+    free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sxd), free(sw), free(swd);
+}
+
+/* A token count not a multiple of 8: refused with the shape named. */
+static void test_gemm_blocks_tokens(h3_lt *lt)
+{
+    uint8_t *d = dalloc(1 << 20);
+    char err[512] = "";
+    const int rc = h3_lt_gemm_fp8_blocks(lt, d, d, (float *)d, (float *)d, (uint16_t *)d, 63, 256, 256, 0, err,
+                                         sizeof err);
+    result(rc != 0 && strstr(err, "n=63") && strstr(err, "multiple of 8"), "gemm_fp8 block scales, 63 tokens refused: %s",
+           err);
+    cudaFree(d);
 }
 
 static void test_gemm_errors(h3_lt *lt)
@@ -1145,9 +1167,12 @@ int main(int argc, char **argv)
         test_gemm_fp8(lt, 129, 768, 512, 1);
         if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 14336, 1);
         /* block scales: ragged K and N tiles (208, 304), then the block's shapes */
-        static const int GB[][3] = {{1, 256, 256}, {63, 512, 256}, {129, 304, 208}, {1000, 5376, 256}, {4097, 256, 512}};
+        /* (K / 128 of 1, 2, 3, 5 and 42: the weight scales' padded rows) */
+        static const int GB[][3] = {{8, 256, 128}, {64, 512, 256}, {136, 304, 336}, {1000, 5376, 640}, {4096, 256, 512}};
         for (int i = 0; i < (int)(sizeof GB / sizeof GB[0]); i++) test_gemm_fp8_blocks(lt, GB[i][0], GB[i][1], GB[i][2]);
+        test_gemm_fp8_blocks(lt, 1000, 7168, 5376); /* qkv's K: 42 blocks, padded to 44 */
         if (!g_quick) test_gemm_fp8_blocks(lt, 1000, 5376, 14336);
+        test_gemm_blocks_tokens(lt);
         h3_lt_destroy(lt);
     }
 
