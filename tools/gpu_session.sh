@@ -123,8 +123,9 @@ for s in $steps; do
     done ;;
   blocks)
     # H3_BLOCK_RUNS: PROFILE:S:GEMM items (default: both profiles, 30272 in
-    # both GEMM modes, 4096 and 75600 in BF16); every 30272 output is then
-    # compared with an FP32 PyTorch block of the profiles in H3_F32_PROFILES
+    # both GEMM modes, 4096 and 75600 in BF16; GEMM fp8b: --gemm fp8
+    # --gemm-scales blocks); every 30272 output is then compared with an FP32
+    # PyTorch block of the profiles in H3_F32_PROFILES
     log "dit_block on the data profiles"
     P=/tmp/h3prof; mkdir -p $P
     runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 uniform:30272:bf16 uniform:30272:fp8 model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
@@ -133,7 +134,8 @@ for s in $steps; do
       W=$P/block_$prof.safetensors IN=$P/inputs_${prof}_$S.safetensors tag=${prof}_${S}_$gemm
       [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile $prof --seed 1 --out "$W" >/dev/null 2>&1
       [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile $prof --tokens $S --seed 2 --out "$IN" >/dev/null
-      timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" --gemm $gemm --quiet --json "$OUT/block_$tag.json" \
+      gargs=(--gemm "$gemm"); [ "$gemm" = fp8b ] && gargs=(--gemm fp8 --gemm-scales blocks)
+      timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" "${gargs[@]}" --quiet --json "$OUT/block_$tag.json" \
         $([ $S = 30272 ] && echo --output /tmp/ours_$tag.safetensors) >"$OUT/block_$tag.log" 2>&1
       rc=$?; summary+=("dit_block $tag: rc=$rc $(grep -E '^block total ' "$OUT/block_$tag.log" | tr -s ' ')")
       grep -E "^attention|FAIL|^block total " "$OUT/block_$tag.log" | head -6
@@ -142,7 +144,7 @@ for s in $steps; do
       timeout 200 python3 tools/bench/torch_block.py --weights $P/block_$prof.safetensors \
         --input $P/inputs_${prof}_30272.safetensors --dtype fp32 --output /tmp/ref_f32_$prof.safetensors \
         >"$OUT/torch_f32_$prof.log" 2>&1 || tail -5 "$OUT/torch_f32_$prof.log"
-      for gemm in bf16 fp8; do
+      for gemm in bf16 fp8 fp8b; do
         [ -f /tmp/ours_${prof}_30272_$gemm.safetensors ] || continue
         python3 tools/bench/compare_outputs.py /tmp/ours_${prof}_30272_$gemm.safetensors /tmp/ref_f32_$prof.safetensors \
           --input $P/inputs_${prof}_30272.safetensors --json "$OUT/compare_${prof}_$gemm.json" 2>&1 | tail -3
