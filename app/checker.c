@@ -441,9 +441,9 @@ void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const
         snprintf(c->detail, sizeof c->detail,
                  "%ld of %ld codes differ in rows with equal scales, %ld beyond one step (first at token %d, col %ld)",
                  differ, same_n, far, first >= 0 ? k->rows[first / cols] : -1, first >= 0 ? first % cols : -1L);
-    c = report_add_check(r, stage, "row scales vs cpu");
+    c = report_add_check(r, stage, k->gemm_blocks ? "block scales vs cpu" : "row scales vs cpu");
     set_tol(c, "row_scales");
-    compare_scales(c, gs, rs, n, 1, "scales");
+    compare_scales(c, gs, rs, (long)n * nb, 1, "scales");
     free(rq);
     free(gq);
     free(rs);
@@ -460,7 +460,7 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
     const int nb = act_scales_per_row(k, cols);
     /* the scales: an activation's nb per row; a weight's one per output
      * channel or per 128 x 128 block */
-    const long ns = gathered ? n * nb : (long)h3_fp8_w_scales((size_t)n, (size_t)cols, k->gemm_blocks ? H3_FP8_BLOCKS : 0);
+    const long ns = gathered ? n * nb : k->gemm_blocks ? (n + 127) / 128 * nb : n;
     if (gathered) { /* compact copies of the sampled rows */
         xr = malloc((size_t)n * cols * 2);
         gq = malloc((size_t)n * cols);

@@ -1,8 +1,10 @@
 /* attention.c — h3block's attention from C: random BF16 q, k, v for two
  * batch items, h3b_attention on the GPU, and the result against exact
  * attention computed here in double. Exit 0 when the relative RMS error is
- * within the FP8 contract's budget (docs/DESIGN.md: ~0.3% on such data; a
- * wrong kernel is ~100% off), 1 otherwise, 77 without a usable GPU.
+ * within 8%, 1 otherwise, 77 without a usable GPU: on i.i.d. N(0, 1) q, k, v
+ * the contract's e4m3 rounding of the inputs alone costs 4.4-4.8% (exact
+ * attention on the rounded inputs, docs/accuracy.md) and the kernel ~5%; a
+ * wrong kernel is ~100% off.
  *
  *   cc attention.c $(pkg-config --cflags --libs h3block) -lcudart -o attention
  */
@@ -105,7 +107,7 @@ int main(void)
     cudaFree(dev);
     cudaFree(dout);
     h3b_attn_destroy(a);
-    return rel < 0.02 ? 0 : 1;
+    return rel < 0.08 ? 0 : 1;
 #else
     h3b_attn_destroy(a);
     printf("skipped: this example was built without the CUDA runtime\n");

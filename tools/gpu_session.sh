@@ -157,8 +157,10 @@ for s in $steps; do
     summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
   pkg)
     log "pip install ./python"
+    carried_jsonc # the library reads safetensors headers with json-c: static, as the machine has none
     python3 -m pip install -q --no-index --find-links .whl --no-build-isolation --target /tmp/pkg ./python \
-      -C cmake.define.H3_CUDA_ARCHS=90a -C build-dir=/tmp/pkgbuild >"$OUT/pkg.log" 2>&1
+      -C cmake.define.H3_CUDA_ARCHS=90a -C cmake.define.H3_JSONC_STATIC=ON -C build-dir=/tmp/pkgbuild \
+      >"$OUT/pkg.log" 2>&1
     rc=$?
     (cd /tmp && PYTHONPATH=/tmp/pkg:${PYTHONPATH:-} python3 -c '
 import torch, h3block
@@ -194,7 +196,7 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     P=/tmp/h3prof; mkdir -p $P
     W=$P/block_model.safetensors files=()
     [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile model --seed 1 --out "$W" >/dev/null 2>&1
-    for S in ${H3_PYBENCH_SEQS:-4096,8192,16384,30272,75600}; do
+    for S in $(echo "${H3_PYBENCH_SEQS:-4096,8192,16384,30272,75600}" | tr , " "); do
       IN=$P/inputs_model_$S.safetensors QKV=$P/qkv_model_$S.safetensors
       [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens $S --seed 2 --out "$IN" >/dev/null
       [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1

@@ -114,6 +114,16 @@ def run_checks(src, work, gen_weights):
                                     time_embed_dim=64, norm_eps=1e-5, qk_norm_eps=1e-5).to(torch.bfloat16)
     blk.attn.set_processor(H3AttnProcessor())
     check(isinstance(blk.attn.processor, H3AttnProcessor), "MiniMaxH3Attention.set_processor(H3AttnProcessor())")
+    # our file (gen_weights: "blocks.0." names) -> diffusers' block, on the CPU: every tensor placed
+    from h3block.diffusers import load_diffusers_block
+    from safetensors.torch import load_file
+    dblk = load_diffusers_block(tiny, device="cpu")
+    ours = load_file(tiny)
+    check(torch.equal(dblk.norm1.weight, ours["blocks.0.norm1.weight"]) and
+          torch.equal(dblk.ff.net[2].weight, ours["blocks.0.mlp.fc2.weight"]) and
+          tuple(dblk.attn.to_q.weight.shape) == (256, 256),
+          "load_diffusers_block(gen_weights' tiny file): diffusers' block with our tensors")
+    expect_raises(ValueError, "no block 1", load_diffusers_block, tiny, device="cpu", block=1)
     S = 16
     x, temb = torch.randn(1, S, 256, dtype=torch.bfloat16), torch.randn(1, 64)
     cos, sin = torch.ones(S, 96), torch.zeros(S, 96)

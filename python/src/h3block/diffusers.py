@@ -73,14 +73,20 @@ def diffusers_state_dict(tensors, heads=None):
     }
 
 
-def load_diffusers_block(path, device="cuda", eps=1e-5):
+def load_diffusers_block(path, device="cuda", eps=1e-5, block=0):
     """diffusers' MiniMaxH3TransformerBlock (BF16, on device) with the weights
-    of one of our block files (gen_weights' output: canonical names, one block,
-    no prefix), its dimensions read from the tensors' shapes."""
+    of one of our block files (gen_weights' output: canonical names under
+    "blocks.<block>.", or with no prefix), its dimensions read from the
+    tensors' shapes."""
     import torch
     from safetensors.torch import load_file
     from diffusers.models.transformers.transformer_minimax_h3 import MiniMaxH3TransformerBlock
     t = load_file(path)
+    prefix = f"blocks.{block}."
+    if any(k.startswith(prefix) for k in t):
+        t = {k[len(prefix):]: v for k, v in t.items() if k.startswith(prefix)}
+    if "attn.q_norm.weight" not in t:
+        raise ValueError(f"{path}: no block {block} (no 'attn.q_norm.weight' under '{prefix}' or without a prefix)")
     d = t["attn.q_norm.weight"].shape[0]
     hidden = t["norm1.weight"].shape[0]
     blk = MiniMaxH3TransformerBlock(hidden_size=hidden, num_attention_heads=t["attn.qkv_proj.weight"].shape[0] // (3 * d),
