@@ -253,6 +253,12 @@ class CudnnFp8:
         return self.out
 
 
+def share(v):
+    """A share as the table prints it; '-' where it was not measured (vsCudnn
+    before cudnn_bf16 has run, in --impls order)."""
+    return f"{100 * v:>8.3f}%" if v is not None else f"{'-':>9}"
+
+
 def import_fa3(path):
     """Returns (flash_attn_interface module or None, reason or None, info dict)."""
     info = {}
@@ -662,9 +668,7 @@ def main():
                 ex = (row.get("err_vs_exact") or {}).get("rel_rms")
                 print(f"{name + args.tag:<12} {case['profile'][:10]:<10} {S:>7} {H:>4} {nsets:>4} "
                       f"{row.get('median_ms', float('nan')):>10.3f} {row.get('min_ms', float('nan')):>10.3f} "
-                      f"{row.get('tflops', float('nan')):>9.1f} "
-                      f"{(100 * ex if ex is not None else float('nan')):>8.3f}% "
-                      f"{(100 * rr if rr is not None else float('nan')):>8.3f}%  {row['status']}", flush=True)
+                      f"{row.get('tflops', float('nan')):>9.1f} {share(ex)} {share(rr)}  {row['status']}", flush=True)
                 save()
         fl = case.get("fp8_input_floor_rel_rms")
         if fl:
