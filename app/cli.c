@@ -76,7 +76,8 @@ static const char *usage_text =
     "  --gemm-scales SC   rows (default) or blocks: the FP8 GEMMs' scales, one per output channel\n"
     "                     and one per token, or one per 128 x 128 block of the weight and one per\n"
     "                     token per 128 input channels (cuBLASLt's block scaling; needs --gemm fp8\n"
-    "                     or fp8:LIST, excludes --gemm-accum fast)\n"
+    "                     or fp8:LIST; GPU runs need a token count that is a multiple of 8; one GPU;\n"
+    "                     excludes --gemm-accum fast)\n"
     "  --gemm-accum A     fp32 (default) or fast: the FP8 GEMMs' sums along K in FP32 partial sums,\n"
     "                     or in the tensor cores' own ~14-bit accumulator (cuBLASLt FAST_ACCUM:\n"
     "                     faster, less accurate; GPU only, needs --gemm fp8 or fp8:LIST)\n"
@@ -258,7 +259,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     if (o->gemm_blocks && o->fast_accum)
         usage_error("--gemm-scales blocks: cuBLASLt's block-scaled FP8 GEMMs sum in FP32 (drop --gemm-accum fast)");
     if (o->gemm_blocks && (o->gpus > 1 || o->sp_one_device))
-        usage_error("--gemm-scales blocks: one GPU only (the sequence-parallel ranks run row scales)");
+        usage_error("--gemm-scales blocks: one GPU only (not yet tested with --gpus P or --sp-one-device)");
     if (o->gemm_blocks) o->fp8_mask |= H3_FP8_BLOCKS;
     if (o->fast_accum && o->path == PATH_CPU)
         usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)");

@@ -98,7 +98,7 @@ void cpu_gemm_fp8(const uint8_t *x8, const float *sx, const uint8_t *W8, const f
 void cpu_quant_rows_e4m3(const uint16_t *x, long nrows, int cols, uint8_t *q, float *s);
 
 /* The FP8 GEMM with block scales (cuBLASLt's 1x128 activation and 128x128
- * weight scales on Hopper; not dit_block's mode, a study: tools/fp8_error
+ * weight scales on Hopper; dit_block --gemm-scales blocks, tools/fp8_error
  * --scales blocks): x [rows][K] quantised per (brows x 128) block, s
  * [ceil(rows / brows)][ceil(K / 128)] = amax / 448 (1 if 0), code =
  * e4m3(x * (448 / amax)), the last blocks ragged. */

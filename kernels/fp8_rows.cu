@@ -1,7 +1,8 @@
-/* fp8_rows.cu — per-row e4m3 quantisation for the FP8 GEMM mode (--gemm fp8):
- * the GEMM weights once at load (one scale per output channel) and the
+/* fp8_rows.cu — e4m3 quantisation for the FP8 GEMM mode (--gemm fp8): the
+ * GEMM weights once at load (one scale per output channel) and the
  * activations the GEMMs read (one scale per token), as cuBLASLt's "outer
- * vector" scale mode takes them.
+ * vector" scale mode takes them; with --gemm-scales blocks one scale per 128 x
+ * 128 weight tile and per token per 128 channels (cuBLASLt's block scaling).
  *
  * Numerics (cpu_ref.h, quant_rows): per row, amax over the row's BF16
  * values, s = amax / 448 (1 if amax == 0), code = cvt.rn.satfinite.e4m3(x *
@@ -15,6 +16,7 @@
  *   the BF16 stage would store them), reduces amax and writes the codes; the
  *   BF16 u is written too when asked (checks), else never leaves the SM. */
 #include "common.cuh"
+#include "config.h"
 #include "kernels.h"
 
 #define ROWQ_THREADS 256
@@ -83,7 +85,7 @@ extern "C" int h3k_quant_rows_e4m3(const uint16_t *x, int rows, int cols, uint8_
  * whole warp. */
 __global__ void __launch_bounds__(ROWQ_THREADS)
     quant_rows_blk_kernel(const uint16_t *__restrict__ x, int cols, uint8_t *__restrict__ q,
-                          float *__restrict__ s) // [cols / 128][rows]
+                          float *__restrict__ s) // [ceil(cols / 128)][rows]
 {
     const size_t ro = (size_t)blockIdx.x * cols;
     const int nch = cols >> 3;
@@ -101,7 +103,7 @@ __global__ void __launch_bounds__(ROWQ_THREADS)
  * Ragged edge tiles hold what is there. */
 __global__ void __launch_bounds__(ROWQ_THREADS)
     quant_tiles_kernel(const uint16_t *__restrict__ x, int rows, int cols, uint8_t *__restrict__ q,
-                       float *__restrict__ s)
+                       float *__restrict__ s, unsigned ld)
 {
     __shared__ float scratch[32];
     const int r0 = blockIdx.y * 128, c0 = blockIdx.x * 128;
@@ -112,7 +114,6 @@ __global__ void __launch_bounds__(ROWQ_THREADS)
         if (c < nc) m = fmaxf(m, fabsf(h3d_bf16(x[(size_t)(r0 + r) * cols + c0 + c])));
     }
     const float amax = h3d_block_max(m, scratch), inv = h3d_row_inv(amax);
-    const unsigned ld = (gridDim.x + 3) / 4 * 4;
     if (threadIdx.x == 0) s[(size_t)blockIdx.y * ld + blockIdx.x] = h3d_row_scale(amax);
     if (blockIdx.x == gridDim.x - 1 && threadIdx.x < ld - gridDim.x) s[(size_t)blockIdx.y * ld + gridDim.x + threadIdx.x] = 1.0f;
     for (int e = threadIdx.x; e < nr * 128; e += blockDim.x) {
@@ -135,7 +136,7 @@ extern "C" int h3k_quant_blocks_e4m3(const uint16_t *x, int rows, int cols, int 
     } else if (brows == 128) {
         if (cols <= 0) return (int)cudaErrorInvalidValue;
         const dim3 grid((unsigned)((cols + 127) / 128), (unsigned)((rows + 127) / 128));
-        quant_tiles_kernel<<<grid, ROWQ_THREADS, 0, st>>>(x, rows, cols, q, s);
+        quant_tiles_kernel<<<grid, ROWQ_THREADS, 0, st>>>(x, rows, cols, q, s, (unsigned)h3_fp8_w_scale_ld((size_t)cols));
     } else {
         return (int)cudaErrorInvalidValue;
     }
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(CPT == 4 ? SWQ_SMALL_THREADS : SWQ_MAX_THREADS
                      int F,
                      uint16_t *__restrict__ u,       // [S][F] bf16, may be NULL
                      uint8_t *__restrict__ u8,       // [S][F] e4m3
-                     float *__restrict__ su)         // [S]; BLK: [F / 128][S]
+                     float *__restrict__ su)         // [S]; BLK: [ceil(F / 128)][S]
 {
     __shared__ float scratch[32];
     const int s = blockIdx.x, nch = F >> 3;

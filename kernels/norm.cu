@@ -36,7 +36,7 @@ __global__ void __maxnreg__(48) /* 48 x 192 threads: 6 blocks per SM at C = 5376
                         float eps, int slot_shift, int slot_scale,
                         uint16_t *__restrict__ out,        // [S][C] bf16 (may be NULL with Q8)
                         uint8_t *__restrict__ out8,        // [S][C] e4m3 (Q8)
-                        float *__restrict__ s8)            // (Q8) [S] row scales; BLK: [C / 128][S]
+                        float *__restrict__ s8)            // (Q8) [S] row scales; BLK: [ceil(C / 128)][S]
 {
     __shared__ float scratch[32];
     const int s = blockIdx.x, nch = C >> 3;

@@ -19,6 +19,10 @@
  * FP8 GEMMs with outer-vector scales and BF16 output. Those three kernels
  * then never write their BF16 output.
  *
+ * --gemm-scales blocks (H3_FP8_BLOCKS in the mask): weights one scale per
+ * 128 x 128 tile, GEMM inputs one per token per 128 channels (the same
+ * producers), cuBLASLt's block-scaled FP8 GEMMs.
+ *
  * --gemm fp8:LIST: the same per GEMM (br->fp8_mask). Each producer writes
  * the one form its consumer GEMM reads, exactly as in the all-BF16 or the
  * all-FP8 mode for that op (norm1_mod for qkv, gate_res1+norm2_mod for fc1,
@@ -240,6 +244,7 @@ int gpu_check_fits(const h3_config *c, int S, int fp8_mask, char *err, size_t er
         if (gpu_block_bytes(c, mid, fp8_mask, NULL) <= fr) lo = mid;
         else hi = mid - 1;
     }
+    if (fp8_mask & H3_FP8_BLOCKS) lo -= lo % 8; /* block scales take multiples of 8 only */
     snprintf(err, errlen,
              "out of device memory: %d tokens need %.2f GB (%zu bytes: %.2f GB weights + %.2f GB activations and "
              "workspace), the GPU has %.2f GB free of %.2f GB; at most %d tokens fit",
@@ -649,9 +654,10 @@ int gpu_run_block(const h3_run_params *o, const gpu_info *gi, const h3_block *bl
     /* weights, once (FP8: each GEMM weight staged in BF16, quantised, freed) */
     char quant[96] = "", fp8_list[H3_GEMM_LIST_LEN];
     h3_gemm_list(br.fp8_mask, fp8_list, sizeof fp8_list);
+    const int all8 = (br.fp8_mask & H3_FP8_ALL) == H3_FP8_ALL;
     if (br.fp8_mask)
-        snprintf(quant, sizeof quant, " (%s%sGEMM weights quantised to e4m3 on the device)",
-                 br.fp8_mask == H3_FP8_ALL ? "" : fp8_list, br.fp8_mask == H3_FP8_ALL ? "" : " ");
+        snprintf(quant, sizeof quant, " (%s%sGEMM weights quantised to e4m3 on the device%s)", all8 ? "" : fp8_list,
+                 all8 ? "" : " ", h3r_blocks(&br) ? ", per 128x128 block" : "");
     fprintf(stderr, "uploading %.2f GB of weights to %s%s...\n", h3_param_count(c) * 2 / 1e9, gi->name, quant);
     for (int i = 0; i < nalloc; i++)
         if (allocs[i].weight && h3r_dev_alloc(allocs[i].p, allocs[i].bytes, &wbytes, err, errlen)) return -1;

@@ -66,7 +66,7 @@ typedef struct {
     h3_attn_choice attn; /* auto: the Hopper kernel where it runs, else the portable one */
     int smooth_v;        /* V smoothing */
     int rotate_qk;       /* Q/K rotation before quantisation */
-    int fp8_mask;        /* bit H3_GEMM_x: that GEMM in FP8 */
+    int fp8_mask;        /* bit H3_GEMM_x: that GEMM in FP8; H3_FP8_BLOCKS: with block scales */
     int fast_accum;      /* the FP8 GEMMs with the tensor cores' own accumulator */
     const char *gemm;    /* the GEMM mode as the user gave it, for messages */
     int repeat, warmup;  /* timed and untimed runs */

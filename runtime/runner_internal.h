@@ -59,9 +59,9 @@ typedef struct {
     /* the FP8 GEMMs (--gemm fp8 or fp8:LIST): only those of the mask are
      * allocated, each GEMM's input in one form only (a or a8/sa, ...) */
     uint8_t *w8[G_N]; // [N][K] e4m3, per output channel
-    float *ws[G_N];   // [N] (H3_FP8_BLOCKS: [N / 128][K / 128])
+    float *ws[G_N];   // [N] (H3_FP8_BLOCKS: [ceil(N / 128)][h3_fp8_w_scale_ld(K)], padded)
     uint8_t *a8, *O8, *b8, *u8; // [S][C], [S][I], [S][C], [S][F] e4m3, per token
-    float *sa, *sO, *sb, *su;   // [S] (H3_FP8_BLOCKS: [K / 128][S], K the row width)
+    float *sa, *sO, *sb, *su;   // [S] (H3_FP8_BLOCKS: [ceil(K / 128)][S], K the row width)
 } dev_bufs;
 
 /* Every device buffer of a run, with its size: one table serves the

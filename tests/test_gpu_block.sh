@@ -136,7 +136,9 @@ for gemm in fp8 fp8:qkv,fc1; do
   list=${gemm#fp8}; list=${list#:}
   if "$dit" --gpu --gemm $gemm --gemm-scales blocks --weights "$work/tiny.safetensors" --tokens 304 --check full \
        --repeat 2 --quiet >"$log" 2>&1 && why=$(precisions_checked "$log" "${list:-qkv,out,fc1,fc2}") &&
-     grep -q "block scales 128x128 weights x 1x128 inputs" "$log"; then
+     why=$(checks_ran "$log" 1) && grep -q "block scales 128x128 weights x 1x128 inputs" "$log" &&
+     grep -qE "^(norm1_mod|norm2_mod) +block scales vs cpu +.* pass" "$log" &&
+     grep -qE "^(qkv|fc1)_gemm +weights e4m3 scales vs cpu +.* pass" "$log"; then
     echo "ok   tiny block, --gemm $gemm --gemm-scales blocks, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
   else
     echo "FAIL tiny block, --gemm $gemm --gemm-scales blocks, --check full:${why:+ $why}"; tail -30 "$log"; fail=1

@@ -1137,6 +1137,11 @@ int main(int argc, char **argv)
             /* F > 4 x 8 x 448: swiglu_q8's 8-chunk path */
             if (S_LIST[i] <= 129) test_q8_fused(S_LIST[i], 20000, 2, blk);
         }
+        /* rows that end in a ragged 128-column block (C, F multiples of 8 only:
+         * a config may have them): the last block's half-warp partly empty */
+        test_q8_fused(S_LIST[i], 200, 0, 1);
+        test_q8_fused(S_LIST[i], 136, 1, 1); /* one warp, one chunk in the last block */
+        test_q8_fused(S_LIST[i], 520, 2, 1); /* swiglu_q8's 4-chunk path */
     }
     static const int HL[] = {1, 3, 56};
     for (int hi = 0; hi < 3; hi++)
@@ -1166,7 +1171,7 @@ int main(int argc, char **argv)
         /* --gemm-accum fast: its own cached descriptors; fc2's K, the longest sum */
         test_gemm_fp8(lt, 129, 768, 512, 1);
         if (!g_quick) test_gemm_fp8(lt, 1000, 5376, 14336, 1);
-        /* block scales: ragged K and N tiles (208, 304), then the block's shapes */
+        /* block scales: ragged K and N tiles (K 336, N 304), then the block's shapes */
         /* (K / 128 of 1, 2, 3, 5 and 42: the weight scales' padded rows) */
         static const int GB[][3] = {{8, 256, 128}, {64, 512, 256}, {136, 304, 336}, {1000, 5376, 640}, {4096, 256, 512}};
         for (int i = 0; i < (int)(sizeof GB / sizeof GB[0]); i++) test_gemm_fp8_blocks(lt, GB[i][0], GB[i][1], GB[i][2]);

@@ -35,8 +35,8 @@ static const char usage_text[] =
     "  --tokens N       synthetic tokens, 1..65536 (default 256)\n"
     "  --seed N         seed of the synthetic inputs (default 1, as dit_block's)\n"
     "  --profile P      model (default) or uniform: the synthetic inputs' statistics\n"
-    "  --scales S       rows (default: dit_block's mode, per token and per output channel),\n"
-    "                   blocks (per token per 128 columns, weights per 128 x 128 block) or both\n"
+    "  --scales S       rows (default, as dit_block's --gemm-scales rows: per token and per output channel),\n"
+    "                   blocks (--gemm-scales blocks: per token per 128 columns, weights per 128 x 128) or both\n"
     "  A value follows its flag as the next word or after '=' (--tokens 64, --tokens=64).\n";
 
 static double rel_rms(const uint16_t *a, const uint16_t *b, size_t n)

@@ -128,7 +128,7 @@ for s in $steps; do
     # PyTorch block of the profiles in H3_F32_PROFILES
     log "dit_block on the data profiles"
     P=/tmp/h3prof; mkdir -p $P
-    runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 uniform:30272:bf16 uniform:30272:fp8 model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
+    runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 model:30272:fp8b uniform:30272:bf16 uniform:30272:fp8 uniform:30272:fp8b model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
     for item in $runs; do
       IFS=: read -r prof S gemm <<<"$item"
       W=$P/block_$prof.safetensors IN=$P/inputs_${prof}_$S.safetensors tag=${prof}_${S}_$gemm
