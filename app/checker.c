@@ -390,12 +390,17 @@ void h3_check_full(report *r, const h3_check_ctx *k, int key_tile, const uint16_
 }
 
 /* An FP8 GEMM input's scales per row: 1, or one per 128 columns (gemm_blocks). */
-static int act_scales_per_row(const h3_check_ctx *k, int cols) { return k->gemm_blocks ? (cols + 127) / 128 : 1; }
-/* The CPU's quantisation of n activation rows, as the run's GEMM mode has it. */
-static void quant_act(const h3_check_ctx *k, const uint16_t *x, long n, int cols, uint8_t *q, float *s)
+static int act_scales_per_row(const h3_check_ctx *k, int cols)
+{
+    return k->gemm_blocks ? (int)h3_fp8_kblocks((size_t)cols) : 1;
+}
+/* The CPU's quantisation of n rows as the run's GEMM mode has it: one scale
+ * per row, or with block scales per brows x 128 block (1: activations, 128:
+ * weights). */
+static void quant_fp8(const h3_check_ctx *k, const uint16_t *x, long n, int cols, int brows, uint8_t *q, float *s)
 {
     if (k->gemm_blocks)
-        cpu_quant_blocks_e4m3(x, n, cols, 1, q, s);
+        cpu_quant_blocks_e4m3(x, n, cols, brows, q, s);
     else
         cpu_quant_rows_e4m3(x, n, cols, q, s);
 }
@@ -407,7 +412,7 @@ void h3_check_rows_q8(report *r, const h3_check_ctx *k, const char *stage, const
     uint8_t *rq = malloc((size_t)n * cols), *gq = malloc((size_t)n * cols);
     float *rs = malloc(sizeof(float) * n * nb), *gs = malloc(sizeof(float) * n * nb);
     CHECK(rq && gq && rs && gs, "out of host memory");
-    quant_act(k, ref_rows, n, cols, rq, rs);
+    quant_fp8(k, ref_rows, n, cols, 1, rq, rs);
     for (int i = 0; i < n; i++) {
         memcpy(gq + (size_t)i * cols, q8_gpu + (size_t)k->rows[i] * cols, cols);
         memcpy(gs + (size_t)i * nb, s_gpu + (size_t)k->rows[i] * nb, sizeof(float) * nb);
@@ -457,10 +462,10 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
     uint8_t *gq = (uint8_t *)q8_gpu;
     float *gs = (float *)s_gpu;
     int gathered = rows != NULL;
-    const int nb = act_scales_per_row(k, cols);
     /* the scales: an activation's nb per row; a weight's one per output
      * channel or per 128 x 128 block */
-    const long ns = gathered ? n * nb : k->gemm_blocks ? (n + 127) / 128 * nb : n;
+    const int nb = act_scales_per_row(k, cols), brows = gathered || !k->gemm_blocks ? 1 : 128;
+    const long ns = (n + brows - 1) / brows * nb;
     if (gathered) { /* compact copies of the sampled rows */
         xr = malloc((size_t)n * cols * 2);
         gq = malloc((size_t)n * cols);
@@ -475,12 +480,7 @@ void h3_check_quant_exact(report *r, const h3_check_ctx *k, const char *stage, c
     uint8_t *rq = malloc((size_t)n * cols);
     float *rs = malloc(sizeof(float) * ns);
     CHECK(rq && rs, "out of host memory");
-    if (gathered)
-        quant_act(k, xr, n, cols, rq, rs);
-    else if (k->gemm_blocks)
-        cpu_quant_blocks_e4m3(xr, n, cols, 128, rq, rs);
-    else
-        cpu_quant_rows_e4m3(xr, n, cols, rq, rs);
+    quant_fp8(k, xr, n, cols, brows, rq, rs);
     char w[96];
     snprintf(w, sizeof w, "%s codes vs cpu", what);
     report_check *c = report_add_check(r, stage, w);

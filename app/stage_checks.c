@@ -11,6 +11,7 @@
 #include "check.h"
 #include "checker.h"
 #include "config.h"
+#include "numerics.h"
 
 /* The weight tensor of each GEMM (config.h's H3_GEMM_* order). */
 static const int gemm_tensor[H3_GEMMS] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2};
@@ -38,8 +39,7 @@ static gemm_in fetch_gemm_in(const h3_run_view *v, int g, h3_buf bx, h3_buf bx8,
         if (nb > 1) {
             float *t = malloc(S * nb * 4);
             CHECK(t, "out of host memory");
-            for (size_t b = 0; b < nb; b++)
-                for (size_t s = 0; s < S; s++) t[s * nb + b] = in.s[b * S + s];
+            h3_transpose_f32(in.s, nb, S, t);
             free(in.s);
             in.s = t;
         }

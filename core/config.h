@@ -93,14 +93,15 @@ enum { H3_GEMM_QKV = 0, H3_GEMM_OUT, H3_GEMM_FC1, H3_GEMM_FC2, H3_GEMMS };
  * input (rows = tokens; blocks: [ceil(K / 128)][rows]) and its weight (rows =
  * output channels; blocks: [ceil(rows / 128)][ceil(K / 128) rounded up to 4],
  * cuBLASLt's 16-byte-aligned rows of BLK128x128_32F scales). */
+static inline size_t h3_fp8_kblocks(size_t K) { return (K + 127) / 128; } /* 128-column blocks of a row */
 static inline size_t h3_fp8_in_scales(size_t rows, size_t K, int mask)
 {
-    return mask & H3_FP8_BLOCKS ? (K + 127) / 128 * rows : rows;
+    return mask & H3_FP8_BLOCKS ? h3_fp8_kblocks(K) * rows : rows;
 }
-static inline size_t h3_fp8_w_scale_ld(size_t K) { return ((K + 127) / 128 + 3) / 4 * 4; }
+static inline size_t h3_fp8_w_scale_ld(size_t K) { return (h3_fp8_kblocks(K) + 3) / 4 * 4; }
 static inline size_t h3_fp8_w_scales(size_t rows, size_t K, int mask)
 {
-    return mask & H3_FP8_BLOCKS ? h3_fp8_w_scale_ld(K) * ((rows + 127) / 128) : rows;
+    return mask & H3_FP8_BLOCKS ? h3_fp8_w_scale_ld(K) * h3_fp8_kblocks(rows) : rows;
 }
 extern const char *const h3_gemm_names[H3_GEMMS]; /* "qkv", "out", "fc1", "fc2": the --gemm fp8:LIST names */
 

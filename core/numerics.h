@@ -162,6 +162,14 @@ static inline long h3_e4m3_first_nan(const uint8_t *v, size_t n)
     return -1;
 }
 
+/* dst [cols][rows] = src [rows][cols] transposed (e.g. block scales between
+ * the device's [blocks][tokens] and the checks' [tokens][blocks]). */
+static inline void h3_transpose_f32(const float *src, size_t rows, size_t cols, float *dst)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+}
+
 /* Median of v[0..n), n >= 1 (sorts v): the timing tables' statistic. */
 static inline int h3_cmp_double(const void *a, const void *b)
 {

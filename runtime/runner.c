@@ -417,16 +417,19 @@ static int op_gemm(int op)
     default: return -1;
     }
 }
+/* Bytes per element of GEMM g's K-wide input: BF16, or e4m3 plus its share
+ * of the scales (one per row, or per 128 columns). */
+static double in_bytes(int fp8_mask, int g, double K)
+{
+    return fp8_mask >> g & 1 ? 1.0 + 4.0 * (double)h3_fp8_in_scales(1, (size_t)K, fp8_mask) / K : 2.0;
+}
 static void op_work(const h3_config *c, int S, int fp8_mask, int op, double *flops, double *bytes)
 {
     const double C = c->hidden, I = h3_attn_width(c), F = c->ffn, T = c->temb, MOD = h3_mod_width(c),
                  Sp = h3_pad_tokens(S);
-    /* bytes per element of the GEMM input a producer writes (FP8: + its share
-     * of a scale, one per row or per 128 columns), by its GEMM's precision */
-    const int blk = (fp8_mask & H3_FP8_BLOCKS) != 0;
-    const double act_qkv = fp8_mask >> G_QKV & 1 ? 1.0 + 4.0 / (blk ? 128 : C) : 2.0,
-                 act_fc1 = fp8_mask >> G_FC1 & 1 ? 1.0 + 4.0 / (blk ? 128 : C) : 2.0,
-                 act_fc2 = fp8_mask >> G_FC2 & 1 ? 1.0 + 4.0 / (blk ? 128 : F) : 2.0;
+    /* bytes per element of the GEMM input a producer writes, by its GEMM's precision */
+    const double act_qkv = in_bytes(fp8_mask, G_QKV, C), act_fc1 = in_bytes(fp8_mask, G_FC1, C),
+                 act_fc2 = in_bytes(fp8_mask, G_FC2, F);
     *flops = op_stage[op] >= 0 ? h3_stage_flops(c, S, op_stage[op]) : 0;
     *bytes = 0;
     switch (op) {
@@ -434,7 +437,7 @@ static void op_work(const h3_config *c, int S, int fp8_mask, int op, double *flo
     case OP_ROPE: *bytes = S * (12.0 + H3_ROPE_TAB * 4); break;
     case OP_NORM1: *bytes = S * C * (2 + act_qkv); break;
     case OP_QUANT: *bytes = S * 3 * I * 2 + S * H3_ROPE_TAB * 4.0 + 3 * Sp * I; break;
-    case OP_OUTQ: *bytes = S * I * 2 + S * I * (1 + 4.0 / (blk ? 128 : I)); break;
+    case OP_OUTQ: *bytes = S * I * (2 + in_bytes(fp8_mask, G_OUT, I)); break;
     case OP_RES1_NORM2: *bytes = S * C * (2 * 3 + act_fc1); break;
     case OP_SWIGLU: *bytes = S * F * (2 * 2 + act_fc2); break;
     case OP_RES2: *bytes = S * C * 2 * 3; break;
@@ -495,7 +498,7 @@ void h3_run_fetch_w8(const h3_run_view *v, int g, int N, int K, uint8_t **w8, fl
     *w8 = host_copy(v->br->d.w8[g], (size_t)N * K);
     *ws = host_copy(v->br->d.ws[g], h3_fp8_w_scales((size_t)N, (size_t)K, v->br->fp8_mask) * 4);
     if (h3r_blocks(v->br)) { /* [N / 128][L4] -> [N / 128][L]: the padding dropped */
-        const size_t L = ((size_t)K + 127) / 128, L4 = h3_fp8_w_scale_ld((size_t)K), nr = ((size_t)N + 127) / 128;
+        const size_t L = h3_fp8_kblocks((size_t)K), L4 = h3_fp8_w_scale_ld((size_t)K), nr = h3_fp8_kblocks((size_t)N);
         for (size_t r = 0; r < nr; r++) memmove(*ws + r * L, *ws + r * L4, L * 4);
     }
 }

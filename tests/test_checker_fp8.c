@@ -36,7 +36,7 @@ static void *xmalloc(size_t n)
 static uint16_t *make(h3_rng *g, int rows, int cols)
 {
     uint16_t *x = xmalloc((size_t)rows * cols * 2);
-    const int nb = (cols + 127) / 128;
+    const int nb = (int)h3_fp8_kblocks((size_t)cols);
     float *tile = xmalloc(sizeof(float) * (size_t)((rows + 127) / 128) * nb);
     for (long i = 0; i < (long)((rows + 127) / 128) * nb; i++) tile[i] = exp2f((float)(12 * h3_rng_uniform(g) - 6));
     for (int r = 0; r < rows; r++)
@@ -74,7 +74,7 @@ static void expect(report *r, const char *stage, int want, const char *what)
 static void run(int blocks, int S, int N, int K)
 {
     h3_rng g = {12345u + (uint64_t)blocks * 1000u + (uint64_t)K};
-    const int nb = blocks ? (K + 127) / 128 : 1;
+    const int nb = blocks ? (int)h3_fp8_kblocks((size_t)K) : 1;
     const size_t nsx = (size_t)S * nb, nsw = blocks ? (size_t)((N + 127) / 128) * nb : (size_t)N;
     int rows[] = {0, 1, S / 3, S / 2, S - 2, S - 1};
     const int nrows = (int)(sizeof rows / sizeof rows[0]);

@@ -709,12 +709,6 @@ static void test_gemm(h3_lt *lt, int S, int N, int K)
 }
 
 /* ================= FP8 GEMM mode ================= */
-/* The device's 1 x 128 block scales [nb][rows] as the CPU's [rows][nb]. */
-static void blk_scales_to_host(const float *dev, int rows, int nb, float *host)
-{
-    for (int b = 0; b < nb; b++)
-        for (int r = 0; r < rows; r++) host[(size_t)r * nb + b] = dev[(size_t)b * rows + r];
-}
 
 /* Row quantiser: codes and scales bit-exact (max is order-free, same IEEE
  * multiply and RNE). Rows get magnitudes 2^U(-8, 8); row 1 is all zeros
@@ -773,7 +767,7 @@ static int qblk_launch(void *p)
 static void test_quant_blocks(int rows, int cols, int brows)
 {
     const size_t n = (size_t)rows * cols;
-    const int nb = (cols + 127) / 128, nbr = (rows + brows - 1) / brows;
+    const int nb = (int)h3_fp8_kblocks((size_t)cols), nbr = (rows + brows - 1) / brows;
     const size_t ns = (size_t)nbr * nb, ld = brows == 1 ? (size_t)nb : h3_fp8_w_scale_ld((size_t)cols),
                  nsd = (size_t)nbr * ld; /* the device's scales, padded */
     uint16_t *x = xmalloc(n * 2);
@@ -791,7 +785,7 @@ static void test_quant_blocks(int rows, int cols, int brows)
     if (run_twice(what, qblk_launch, &c, o, 2, 1) >= 0) {
         size_t pad_bad = 0;
         if (brows == 1) {
-            blk_scales_to_host(gs, rows, nb, gsh);
+            h3_transpose_f32(gs, (size_t)nb, (size_t)rows, gsh); /* the device's [nb][rows] as the CPU's [rows][nb] */
         } else {
             for (int r = 0; r < nbr; r++) {
                 memcpy(gsh + (size_t)r * nb, gs + r * ld, (size_t)nb * 4);
@@ -887,7 +881,7 @@ static void test_q8_fused(int S, int C, int which, int blk)
     q8_ctx c = {upload(x, n * 2), upload(y, n * 2), upload(w, (size_t)C * 2), upload(mod, nm * 2),
                 upload(g, 2 * n * 2), upload(tags, (size_t)S * 4), S, C, which, dalloc(n * 2), dalloc(n * 2),
                 dalloc(n), NULL, blk};
-    const size_t ns = (size_t)S * (blk ? (C + 127) / 128 : 1); /* scales */
+    const size_t ns = h3_fp8_in_scales((size_t)S, (size_t)C, blk ? H3_FP8_BLOCKS : 0); /* scales */
     c.s8 = dalloc(ns * 4);
     uint8_t *gq = xmalloc(n), *rq = xmalloc(n);
     float *gs = xmalloc(ns * 4), *rs = xmalloc(ns * 4), *gsh = xmalloc(ns * 4);
@@ -921,7 +915,7 @@ static void test_q8_fused(int S, int C, int which, int blk)
         /* and the GPU's codes are exactly its own BF16 output quantised */
         if (blk) {
             cpu_quant_blocks_e4m3(gout, S, C, 1, rq, rs);
-            blk_scales_to_host(gs, S, (C + 127) / 128, gsh);
+            h3_transpose_f32(gs, h3_fp8_kblocks((size_t)C), (size_t)S, gsh);
         } else {
             cpu_quant_rows_e4m3(gout, S, C, rq, rs);
             memcpy(gsh, gs, ns * 4);
@@ -956,12 +950,14 @@ typedef struct {
     const float *sx, *sw;
     uint16_t *y;
     int S, N, K;
+    int blocks; /* h3_lt_gemm_fp8_blocks */
 } gemm8_ctx;
 static int gemm8_launch(void *p)
 {
     gemm8_ctx *c = p;
     char err[512];
-    if (h3_lt_gemm_fp8(c->lt, c->x8, c->W8, c->sx, c->sw, c->y, c->S, c->N, c->K, 0, err, sizeof err)) {
+    if ((c->blocks ? h3_lt_gemm_fp8_blocks : h3_lt_gemm_fp8)(c->lt, c->x8, c->W8, c->sx, c->sw, c->y, c->S, c->N, c->K,
+                                                            0, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return (int)cudaErrorUnknown;
     }
@@ -981,7 +977,7 @@ static void test_gemm_fp8(h3_lt *lt, int S, int N, int K, int fast)
     cpu_quant_rows_e4m3(W, N, K, W8, sw);
     cpu_gemm_fp8(x8, sx, W8, sw, S, N, K, NULL, S, ref);
     gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sx, (size_t)S * 4), upload(sw, (size_t)N * 4),
-                   dalloc(ny * 2), S, N, K};
+                   dalloc(ny * 2), S, N, K, 0};
     char what[128];
     snprintf(what, sizeof what, "gemm_fp8%s S=%d N=%d K=%d", fast ? " fast-accum" : "", S, N, K);
     outbuf o = {c.y, ny * 2, gpu};
@@ -997,21 +993,11 @@ static void test_gemm_fp8(h3_lt *lt, int S, int N, int K, int fast)
  * budget. Magnitudes vary per (token, 128-column block) of x and per 128 x
  * 128 tile of W (2^U(-4, 4)), so a scale applied to the wrong block or
  * transposed shows at once. */
-static int gemm8b_launch(void *p)
-{
-    gemm8_ctx *c = p;
-    char err[512];
-    if (h3_lt_gemm_fp8_blocks(c->lt, c->x8, c->W8, c->sx, c->sw, c->y, c->S, c->N, c->K, 0, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return (int)cudaErrorUnknown;
-    }
-    return 0;
-}
 static float octaves(uint64_t st, uint64_t i) { return exp2f((float)(8.0 * h3_uniform(g_seed, st, i) - 4.0)); }
 static void test_gemm_fp8_blocks(h3_lt *lt, int S, int N, int K)
 {
     const size_t nx = (size_t)S * K, nw = (size_t)N * K, ny = (size_t)S * N;
-    const int nb = (K + 127) / 128, nbr = (N + 127) / 128;
+    const int nb = (int)h3_fp8_kblocks((size_t)K), nbr = (int)h3_fp8_kblocks((size_t)N);
     const size_t nsx = (size_t)S * nb, nsw = (size_t)nbr * nb, ld = h3_fp8_w_scale_ld((size_t)K);
     uint16_t *x = xmalloc(nx * 2), *W = xmalloc(nw * 2), *ref = xmalloc(ny * 2), *gpu = xmalloc(ny * 2);
     fill_bf16_normal(x, nx, 0.0f, 1.0f);
@@ -1031,16 +1017,16 @@ static void test_gemm_fp8_blocks(h3_lt *lt, int S, int N, int K)
     cpu_quant_blocks_e4m3(x, S, K, 1, x8, sx);
     cpu_quant_blocks_e4m3(W, N, K, 128, W8, sw);
     cpu_gemm_fp8_blocks(x8, sx, 1, W8, sw, 128, S, N, K, NULL, S, ref);
-    for (int s = 0; s < S; s++) /* the device's layouts: x's [nb][S], W's rows padded to ld (NaN: must go unread) */
-        for (int b = 0; b < nb; b++) sxd[(size_t)b * S + s] = sx[(size_t)s * nb + b];
+    h3_transpose_f32(sx, (size_t)S, (size_t)nb, sxd); /* the device's layouts: x's [nb][S], */
+    /* W's rows padded to ld (NaN: must go unread) */
     for (int r = 0; r < nbr; r++)
         for (size_t j = 0; j < ld; j++) swd[r * ld + j] = j < (size_t)nb ? sw[(size_t)r * nb + j] : NAN;
     gemm8_ctx c = {lt, upload(x8, nx), upload(W8, nw), upload(sxd, nsx * 4), upload(swd, nbr * ld * 4), dalloc(ny * 2),
-                   S, N, K};
+                   S, N, K, 1};
     char what[128];
     snprintf(what, sizeof what, "gemm_fp8 block scales S=%d N=%d K=%d", S, N, K);
     outbuf o = {c.y, ny * 2, gpu};
-    if (run_twice(what, gemm8b_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
+    if (run_twice(what, gemm8_launch, &c, &o, 1, 0) >= 0) cmp_gemm(what, gpu, ref, ny);
     cudaFree((void *)c.x8), cudaFree((void *)c.W8), cudaFree((void *)c.sx), cudaFree((void *)c.sw), cudaFree(c.y);
     free(x), free(W), free(ref), free(gpu), free(x8), free(W8), free(sx), free(sxd), free(sw), free(swd);
 }
