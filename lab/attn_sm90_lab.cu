@@ -187,8 +187,7 @@ static __device__ __forceinline__ void issue_qk16(uint32_t (&s16)[32], uint64_t 
 #pragma unroll
     for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32_f16(s16, dq + 2 * kk, dk + 2 * kk, 1);
     sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) sm90::fence_reg(s16[i]);
+    sm90::fence_regs(s16);
 }
 
 /* keys >= kvalid (past S, last tile only) -> -inf in both rows */
@@ -430,18 +429,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
     if (wg == 0) {
         sm90::setmaxnreg_dec<24>();
-        if (threadIdx.x == 0) {
-            sm90::prefetch_tmap(&tmQ);
-            sm90::prefetch_tmap(&tmK);
-            sm90::prefetch_tmap(&tmV);
-            const int row0 = h * S_pad;
-            /* rows past this head's S_pad are the next head's (read, never
-             * written) or, for the last head, outside the map: zero-filled */
-            sm90::mbar_arrive_expect_tx(bars.qfull(), 3 * (kTile / 2));
-            for (int i = 0; i < 3; ++i)
-                sm90::tma_load_2d(sQ + i * (kTile / 2), &tmQ, bars.qfull(), 0, row0 + qt * kWg3Rows + 64 * i);
-            produce_kv<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
-        }
+        if (threadIdx.x == 0)
+            produce<kStages>(bars, sQ, sK, sV, &tmQ, &tmK, &tmV, 3, 64, qt * kWg3Rows, h, S_pad, nkt);
     } else {
         sm90::setmaxnreg_inc<160>();
         const int wgi = wg - 1;
@@ -500,9 +489,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             else
                 issue_qk_fresh(c, dq, sK + st * kTile);
             sm90::wgmma_wait<0>();
-            constexpr int kSRegs = sizeof(c.s) / sizeof(c.s[0]); /* 64 floats, or 32 f16x2 pairs (kQ16) */
-#pragma unroll
-            for (int i = 0; i < kSRegs; ++i) sm90::fence_reg(c.s[i]);
+            sm90::fence_regs(c.s);
             release(bars.kempty(st), lane);
             if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
             float alpha0, alpha1;
@@ -519,8 +506,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 auto &pv = c.s; /* P V of this tile, from zero */
                 issue_pv_to(pv, c.p, sV + st * kTile, false);
                 sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 64; ++i) sm90::fence_reg(pv[i]);
+                sm90::fence_regs(pv);
                 release(bars.vempty(st), lane);
 #pragma unroll
                 for (int j = 0; j < 16; ++j) {
@@ -532,8 +518,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             } else {
                 issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
                 sm90::wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 64; ++i) sm90::fence_reg(c.o[i]);
+                sm90::fence_regs(c.o);
                 release(bars.vempty(st), lane);
             }
             if constexpr (kFlush != 0)

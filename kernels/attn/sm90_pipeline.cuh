@@ -126,6 +126,26 @@ static __device__ __forceinline__ void produce_kv(const Bars<St> &bars, uint32_t
     }
 }
 
+/* The producer thread's whole work for one CTA: the tensor maps prefetched,
+ * the CTA's queries (rows q0.. of head h) as nbox boxes of box_rows rows
+ * into sQ, then the K/V ring. Rows past the head's S_pad are the next
+ * head's (read, never written) or, for the last head, outside the map:
+ * zero-filled. */
+template <int St>
+static __device__ __forceinline__ void produce(const Bars<St> &bars, uint32_t sQ, uint32_t sK, uint32_t sV,
+                                               const CUtensorMap *tmQ, const CUtensorMap *tmK, const CUtensorMap *tmV,
+                                               int nbox, int box_rows, int q0, int h, int S_pad, int nkt)
+{
+    sm90::prefetch_tmap(tmQ);
+    sm90::prefetch_tmap(tmK);
+    sm90::prefetch_tmap(tmV);
+    const int row0 = h * S_pad;
+    sm90::mbar_arrive_expect_tx(bars.qfull(), (uint32_t)(nbox * box_rows * kD));
+    for (int i = 0; i < nbox; ++i)
+        sm90::tma_load_2d(sQ + (uint32_t)(i * box_rows * kD), tmQ, bars.qfull(), 0, row0 + q0 + box_rows * i);
+    produce_kv<St>(bars, sK, sV, tmK, tmV, row0, h, nkt);
+}
+
 /* A consumer warp is done with a stage: one arrival on its empty barrier. */
 static __device__ __forceinline__ void release(uint32_t bar, int lane)
 {

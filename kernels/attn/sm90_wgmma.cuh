@@ -46,6 +46,11 @@ template <int N> static __device__ __forceinline__ void wgmma_wait()
  * across wgmma issue / wait points (CUTLASS's warpgroup_fence_operand). */
 static __device__ __forceinline__ void fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 static __device__ __forceinline__ void fence_reg(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+template <typename T, int N> static __device__ __forceinline__ void fence_regs(T (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) fence_reg(r[i]);
+}
 
 /* D[64x128] (+)= A[64x32] . B[128x32]^T, A and B from shared memory (descriptors). */
 static __device__ __forceinline__ void wgmma_ss_m64n128k32(float (&d)[64], uint64_t da, uint64_t db, int accumulate)
@@ -117,14 +122,12 @@ namespace {
 static __device__ __forceinline__ void issue_qk(Consumer &c, uint64_t dq, uint32_t sk_addr)
 {
     const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+    sm90::fence_regs(c.s);
     sm90::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(c.s, dq + 2 * kk, dk + 2 * kk, kk > 0);
     sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+    sm90::fence_regs(c.s);
 }
 
 /* S = Q K^T as issue_qk, without the fences that keep S's old values live
@@ -137,8 +140,7 @@ static __device__ __forceinline__ void issue_qk_fresh(Consumer &c, uint64_t dq, 
 #pragma unroll
     for (int kk = 1; kk < 4; ++kk) sm90::wgmma_ss_m64n128k32(c.s, dq + 2 * kk, dk + 2 * kk, 1);
     sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+    sm90::fence_regs(c.s);
 }
 
 /* acc (+)= P V for the V^T tile at sv_addr (async; commit group);
@@ -154,8 +156,7 @@ static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], uint32_t (&
                                                    bool accumulate)
 {
     const uint64_t dv = sm90::desc_k128_sw128(sv_addr);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+    sm90::fence_regs(acc);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -164,8 +165,7 @@ static __device__ __forceinline__ void issue_pv_to(float (&acc)[64], uint32_t (&
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) sm90::wgmma_rs_m64n128k32(acc, p[kk], dv + 2 * kk, accumulate || kk > 0);
     sm90::wgmma_commit();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sm90::fence_reg(acc[i]);
+    sm90::fence_regs(acc);
 }
 
 } // namespace

@@ -78,15 +78,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg == 0) {
         /* ---------------- producer ---------------- */
         sm90::setmaxnreg_dec<24>();
-        if (threadIdx.x == 0) {
-            sm90::prefetch_tmap(&tmQ);
-            sm90::prefetch_tmap(&tmK);
-            sm90::prefetch_tmap(&tmV);
-            const int row0 = h * S_pad;
-            sm90::mbar_arrive_expect_tx(bars.qfull(), kTile);
-            sm90::tma_load_2d(sQ, &tmQ, bars.qfull(), 0, row0 + qt * kBM);
-            produce_kv<kStages>(bars, sK, sV, &tmK, &tmV, row0, h, nkt);
-        }
+        if (threadIdx.x == 0)
+            produce<kStages>(bars, sQ, sK, sV, &tmQ, &tmK, &tmV, 1, kBM, qt * kBM, h, S_pad, nkt);
     } else {
         /* ---------------- consumers ---------------- */
         sm90::setmaxnreg_inc<240>();
@@ -111,8 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             sm90::mbar_wait(bars.kfull(0), 0);
             issue_qk(c, dq, sK);
             sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            sm90::fence_regs(c.s);
             release(bars.kempty(0), lane);
             const float em = sv_h[0] * r256; /* the multiplier, then its log2 and inverse */
             softmax(c, cs, nkt == 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em), rcp_approx(em)); /* O = 0: no rescale */
@@ -126,15 +118,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             sm90::mbar_wait(bars.vfull(sp), (uint32_t)((n - 1) / kStages) & 1u);
             issue_pv_to(c.pv, c.p, sV + sp * kTile, false);
             sm90::wgmma_wait<1>(); /* S(n) done, PV(n-1) may still run */
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.s[i]);
+            sm90::fence_regs(c.s);
             release(bars.kempty(st), lane);
             const float em = svn * r256;
             softmax(c, (sqq * skn) * kScaleLog2, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, __log2f(em),
                     rcp_approx(em));
             sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+            sm90::fence_regs(c.pv);
             release(bars.vempty(sp), lane);
             add_pv(c); /* O += PV(n-1), both relative to the old max */
             rescale_o(c, alpha0, alpha1);
@@ -145,8 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             sm90::mbar_wait(bars.vfull(sp), (uint32_t)((nkt - 1) / kStages) & 1u);
             issue_pv_to(c.pv, c.p, sV + sp * kTile, false);
             sm90::wgmma_wait<0>();
-#pragma unroll
-            for (int i = 0; i < 64; ++i) sm90::fence_reg(c.pv[i]);
+            sm90::fence_regs(c.pv);
             release(bars.vempty(sp), lane);
             add_pv(c);
         }
