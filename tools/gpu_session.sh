@@ -23,13 +23,15 @@
 # off); runsh (tools/run.sh itself, both GEMM modes, H3_CUDA_ARCHS=90a);
 # pybench (the Python package against the PyTorch peers on the model-like
 # q, k, v at H3_PYBENCH_SEQS, then diffusers' block with each processor,
-# eager and compiled: tools/bench/diffusers_block.py).
+# eager and compiled: tools/bench/diffusers_block.py; pyattn and pyblock are
+# its two halves; H3_FA3_PATH, a build_fa3.sh output, adds fa3_* impls).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 steps=${*:-build tests block bench sass ncu sanitize}
+steps=${steps//pybench/pyattn pyblock}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 summary=()
 # The carried json-c (.debs: Debian's libjson-c-dev and libjson-c5), unpacked
@@ -68,6 +70,7 @@ for s in $steps; do
     fi ;;
   tests)
     log tests
+    carried_jsonc # test_install configures a fresh build that needs json-c
     ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout ${H3_CTEST_TIMEOUT:-500} ${H3_CTEST_ARGS:-} >"$OUT/ctest.log" 2>&1
     summary+=("tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
     grep -E "Failed|\*\*\*|Not Run" "$OUT/ctest.log" | head -20 ;;
@@ -191,7 +194,7 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
       rc=$?; summary+=("tools/run.sh --gemm $gemm: rc=$rc $(grep -E '^block total ' "$OUT/runsh_$gemm.log" | tr -s ' ')")
       grep -E "FAIL|^block total |checks" "$OUT/runsh_$gemm.log" | head -5
     done ;;
-  pybench)
+  pyattn)
     log "the Python package against the PyTorch peers"
     P=/tmp/h3prof; mkdir -p $P
     W=$P/block_model.safetensors files=()
@@ -204,9 +207,14 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     done
     export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
     timeout 400 python3 tools/bench/peers_attention.py --qkv "$(IFS=,; echo "${files[*]}")" \
-      --impls "${H3_PYBENCH_IMPLS:-h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8}" --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
-    summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30
-    IN=$P/inputs_model_30272.safetensors
+      --impls "${H3_PYBENCH_IMPLS:-h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8}" ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
+    summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30 ;;
+  pyblock)
+    log "diffusers' block with each attention processor"
+    P=/tmp/h3prof; mkdir -p $P
+    W=$P/block_model.safetensors IN=$P/inputs_model_30272.safetensors
+    [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile model --seed 1 --out "$W" >/dev/null 2>&1
+    export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
     [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens 30272 --seed 2 --out "$IN" >/dev/null
     timeout 300 python3 tools/bench/diffusers_block.py --weights "$W" --input "$IN" --json "$OUT/pybench_block.json" \
       --modes "${H3_PYBENCH_MODES:-eager,compile}" \
