@@ -21,7 +21,7 @@ static const char *usage_text =
     "                 [--output FILE] [--json FILE] [--allow-nonfinite] [--repeat N] [--warmup N]\n"
     "                 [--check stages|full|none] [--sample N] [--attn auto|mma|sm90]\n"
     "                 [--smooth-v on|off] [--rotate-qk on|off] [--gemm bf16|fp8|fp8:LIST]\n"
-    "                 [--gemm-scales rows|blocks] [--gemm-accum fp32|fast] [--gpus P] [--sp-one-device]\n"
+    "                 [--gemm-scales auto|blocks|rows] [--gemm-accum fp32|fast] [--gpus P] [--sp-one-device]\n"
     "                 [--cpu] [--cpu-exact] [--gpu] [--quiet] [--help] [--version]\n"
     "\n"
     "Runs one MiniMax-H3 DiT block on the GPU (cuBLASLt GEMMs, FP8 flash attention),\n"
@@ -68,16 +68,16 @@ static const char *usage_text =
     "                     orthonormal matrix (random signs, then a 128-point Hadamard transform)\n"
     "                     before FP8 quantisation; QK^T is unchanged, an outlier channel is spread\n"
     "                     over all 128 dims (docs/accuracy.md)\n"
-    "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights (one scale per\n"
-    "                     output channel) and activations (one per token), cuBLASLt FP8 (on the CPU\n"
-    "                     path: the same quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
+    "  --gemm MODE        bf16 (default): BF16 cuBLASLt GEMMs; fp8: e4m3 weights and activations\n"
+    "                     (scales: --gemm-scales), cuBLASLt FP8 (on the CPU path: the same\n"
+    "                     quantisation, FP32 sums); fp8:LIST: only the GEMMs in\n"
     "                     LIST in FP8, the others BF16; LIST: comma-separated, each at most once,\n"
     "                     of qkv, out, fc1, fc2 (e.g. fp8:qkv,out; fp8:qkv,out,fc1,fc2 = fp8)\n"
-    "  --gemm-scales SC   rows (default) or blocks: the FP8 GEMMs' scales, one per output channel\n"
-    "                     and one per token, or one per 128 x 128 block of the weight and one per\n"
-    "                     token per 128 input channels (cuBLASLt's block scaling; needs --gemm fp8\n"
-    "                     or fp8:LIST; GPU runs need a token count that is a multiple of 8; one GPU;\n"
-    "                     excludes --gemm-accum fast)\n"
+    "  --gemm-scales SC   auto (default), blocks or rows: the FP8 GEMMs' scales, one per 128 x 128\n"
+    "                     block of the weight and one per token per 128 input channels (cuBLASLt's\n"
+    "                     block scaling; GPU runs need a token count that is a multiple of 8; one\n"
+    "                     GPU; excludes --gemm-accum fast), or one per output channel and one per\n"
+    "                     token; auto takes blocks wherever they can run, rows elsewhere\n"
     "  --gemm-accum A     fp32 (default) or fast: the FP8 GEMMs' sums along K in FP32 partial sums,\n"
     "                     or in the tensor cores' own ~14-bit accumulator (cuBLASLt FAST_ACCUM:\n"
     "                     faster, less accurate; GPU only, needs --gemm fp8 or fp8:LIST)\n"
@@ -165,6 +165,7 @@ void parse_cli(int argc, char **argv, cli_options *o)
     o->smooth_v = -1;
     o->gemm = "bf16";
     o->block = -1;
+    o->gemm_scales_auto = 1;
     int profile_given = 0;
     static const char *const on_off[] = {"off", "on", NULL};
     const h3_cli c = {PROG, usage_text, flags, version_extra};
@@ -235,8 +236,10 @@ void parse_cli(int argc, char **argv, cli_options *o)
         case F_GPUS: o->gpus = (int)h3_cli_uint(PROG, flag, v, 1, 8); break;
         case F_SP_ONE_DEVICE: o->sp_one_device = 1; break;
         case F_GEMM_SCALES: {
-            static const char *const sc[] = {"rows", "blocks", NULL};
-            o->gemm_blocks = h3_cli_choice(PROG, flag, v, sc);
+            static const char *const sc[] = {"rows", "blocks", "auto", NULL};
+            const int i = h3_cli_choice(PROG, flag, v, sc);
+            o->gemm_scales_auto = i == 2;
+            o->gemm_blocks = i == 1;
             break;
         }
         }
@@ -260,6 +263,10 @@ void parse_cli(int argc, char **argv, cli_options *o)
         usage_error("--gemm-scales blocks: cuBLASLt's block-scaled FP8 GEMMs sum in FP32 (drop --gemm-accum fast)");
     if (o->gemm_blocks && (o->gpus > 1 || o->sp_one_device))
         usage_error("--gemm-scales blocks: one GPU only (not yet tested with --gpus P or --sp-one-device)");
+    /* auto: block scales wherever they can run (measured faster and closer
+     * to FP32 than row scales: docs/perf.md); a GPU run whose token count
+     * is not a multiple of 8 falls back to rows in main */
+    if (o->gemm_scales_auto) o->gemm_blocks = o->fp8_mask && !o->fast_accum && o->gpus == 1 && !o->sp_one_device;
     if (o->gemm_blocks) o->fp8_mask |= H3_FP8_BLOCKS;
     if (o->fast_accum && o->path == PATH_CPU)
         usage_error("--gemm-accum fast: the CPU path sums in FP32 (fast accumulation is the GPU's)");

@@ -28,7 +28,9 @@ typedef struct {
                              H3_FP8_ALL fp8), plus H3_FP8_BLOCKS with --gemm-scales blocks */
     const char *gemm;     /* the --gemm value as given ("bf16" by default), for messages */
     int fast_accum;       /* --gemm-accum fast: the FP8 GEMMs with cuBLASLt's fast accumulation (GPU only) */
-    int gemm_blocks;      /* --gemm-scales blocks: the FP8 GEMMs with block scales (also H3_FP8_BLOCKS in fp8_mask) */
+    int gemm_blocks;      /* the FP8 GEMMs with block scales (also H3_FP8_BLOCKS in fp8_mask): --gemm-scales
+                             blocks, or auto where the run allows them (parse_cli; main's token count check) */
+    int gemm_scales_auto; /* --gemm-scales auto (the default): rows where blocks cannot run */
     path_choice path;     /* --cpu / --gpu */
     int exact_cpu;        /* --cpu-exact: CPU path uses exact attention */
     int quiet;            /* --quiet: no progress bars */

@@ -339,6 +339,14 @@ int main(int argc, char **argv)
             die(exit_code(rc), err);
     }
     require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");
+    if (use_gpu && o.gemm_blocks && in.S % 8 && o.gemm_scales_auto) {
+        /* the default: row scales where block scales cannot run */
+        o.gemm_blocks = 0;
+        o.fp8_mask &= ~H3_FP8_BLOCKS;
+        if (!o.quiet)
+            fprintf(stderr, "dit_block: FP8 GEMMs with row scales: block scales need a token count that is a "
+                            "multiple of 8 (this run has %d)\n", in.S);
+    }
     if (use_gpu && o.gemm_blocks && in.S % 8) {
         snprintf(err, sizeof err,
                  "--gemm-scales blocks: cuBLASLt's block-scaled GEMMs need a token count that is a multiple of 8 "

@@ -178,7 +178,8 @@ expect2 "--gemm-scales missing" "${base[@]}" --gemm fp8 --gemm-scales
 expect2 "--gemm-scales blocks without FP8 GEMMs" "${base[@]}" --gemm-scales blocks
 expect2 "--gemm-scales blocks with --gemm-accum fast" "${base[@]}" --gemm fp8 --gemm-scales blocks --gemm-accum fast
 expect2 "--gemm-scales blocks with --gpus 2" "${base[@]}" --gemm fp8 --gemm-scales blocks --gpus 2
-expect_ok "--gemm-scales rows (the default) on the CPU path" "${base[@]}" --gemm fp8 --gemm-scales rows --tokens 32
+expect_ok "--gemm-scales auto on the CPU path" "${base[@]}" --gemm fp8 --gemm-scales auto --tokens 32
+expect_ok "--gemm-scales rows on the CPU path" "${base[@]}" --gemm fp8 --gemm-scales rows --tokens 32
 expect_ok "--gemm-scales blocks on the CPU path" "${base[@]}" --gemm fp8:qkv,fc2 --gemm-scales blocks --tokens 32
 
 echo "== --gemm precision lists reach the CPU chain"
@@ -188,8 +189,10 @@ for g in bf16 fp8 fp8:fc2,out,qkv,fc1 fp8:qkv,out; do
     run "${base[@]}" --tokens 32 --gemm "$g" --output "$work/gemm_${g//[:,]/_}.safetensors" \
         --json "$work/gemm_${g//[:,]/_}.json" || { echo "FAIL: --gemm $g run: exit $?"; fails=$((fails + 1)); }
 done
-run "${base[@]}" --tokens 32 --gemm fp8 --gemm-scales blocks --output "$work/gemm_fp8_blocks.safetensors" \
-    --json "$work/gemm_fp8_blocks.json" || { echo "FAIL: --gemm fp8 --gemm-scales blocks run: exit $?"; fails=$((fails + 1)); }
+for sc in blocks rows; do
+    run "${base[@]}" --tokens 32 --gemm fp8 --gemm-scales $sc --output "$work/gemm_fp8_$sc.safetensors" \
+        --json "$work/gemm_fp8_$sc.json" || { echo "FAIL: --gemm fp8 --gemm-scales $sc run: exit $?"; fails=$((fails + 1)); }
+done
 expect_same() { # DESC A B WANT: the outputs of runs A and B are identical (WANT 1) or differ (WANT 0)
     n=$((n + 1))
     if cmp -s "$work/gemm_$2.safetensors" "$work/gemm_$3.safetensors"; then same=1; else same=0; fi
@@ -198,12 +201,19 @@ expect_same() { # DESC A B WANT: the outputs of runs A and B are identical (WANT
 expect_same "fp8:<all four> output == fp8 output" fp8 fp8_fc2_out_qkv_fc1 1
 expect_same "fp8:qkv,out output != fp8 output" fp8 fp8_qkv_out 0
 expect_same "fp8:qkv,out output != bf16 output" bf16 fp8_qkv_out 0
-expect_same "fp8 block scales output != fp8 output" fp8 fp8_blocks 0
+expect_same "fp8 output (auto scales) == block-scale output" fp8 fp8_blocks 1
+expect_same "row-scale output != block-scale output" fp8_rows fp8_blocks 0
 n=$((n + 1))
 if grep -q '"gemm":"fp8 emulated (e4m3 per 128x128 weight block x 1x128 input block, fp32 sums)"' "$work/gemm_fp8_blocks.json"; then
     printf '  ok  %-44s\n' "[JSON names the block scales]"
 else
     echo "FAIL [JSON names the block scales]: $(grep -o '"gemm":"[^"]*"' "$work/gemm_fp8_blocks.json")"; fails=$((fails + 1))
+fi
+n=$((n + 1))
+if grep -q '"gemm":"fp8 emulated (e4m3 per channel x per token, fp32 sums)"' "$work/gemm_fp8_rows.json"; then
+    printf '  ok  %-44s\n' "[JSON names the row scales]"
+else
+    echo "FAIL [JSON names the row scales]: $(grep -o '"gemm":"[^"]*"' "$work/gemm_fp8_rows.json")"; fails=$((fails + 1))
 fi
 n=$((n + 1))
 if grep -q '"gemm":"fp8 emulated qkv,out (.*), fp32 fc1,fc2 (bf16 in)"' "$work/gemm_fp8_qkv_out.json" &&

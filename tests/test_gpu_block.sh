@@ -11,8 +11,8 @@
 #   GEMM and its producer checked the way its own precision is; FP8 GEMMs
 #   with fast accumulation (--gemm fp8:qkv,fc2 --gemm-accum fast);
 #   with "full": the full-size block (1.29 GB generated in WORKDIR) at 30272
-#   tokens with sampled-row stage checks in both GEMM modes (FP8 also with
-#   --gemm-accum fast), and an
+#   tokens with sampled-row stage checks in both GEMM modes (FP8 with its
+#   default block scales, with row scales, and with --gemm-accum fast), and an
 #   out-of-memory run (--tokens 4194304): exit 1, the bytes needed named, no
 #   output file (nor its temporary) left behind.
 # Exits 77 (skip) when there is no usable GPU.
@@ -55,11 +55,18 @@ checks_ran() {
   grep -q "^checks: not run" "$log" && bad+=" report says checks not run;"
   [ -z "$bad" ] || { echo "$bad"; return 1; }
 }
+# rows_at_300 LOG GEMM: at 300 tokens --gemm fp8's default scales fall back to
+# rows (block scales need a multiple of 8), and the report says so
+rows_at_300() {
+  [ "$2" = bf16 ] || grep -q "gemm fp8 (e4m3; scales per output channel x per token)" "$1" ||
+    { echo " not row scales at 300 tokens"; return 1; }
+}
 for gemm in bf16 fp8; do
   for attn in $attns; do
     log=$work/tiny_${attn}_$gemm.log why=""
     if "$dit" --gpu --attn $attn --gemm $gemm --weights "$work/tiny.safetensors" --tokens 300 --check full --repeat 2 \
-         --quiet --json "$work/tiny_${attn}_$gemm.json" >"$log" 2>&1 && why=$(checks_ran "$log" 1); then
+         --quiet --json "$work/tiny_${attn}_$gemm.json" >"$log" 2>&1 && why=$(checks_ran "$log" 1) &&
+       why=$(rows_at_300 "$log" $gemm); then
       echo "ok   tiny block, --attn $attn --gemm $gemm, --check full: $(grep -E '^block.* vs cpu chain' "$log")"
     else
       echo "FAIL tiny block, --attn $attn --gemm $gemm, --check full:${why:+ $why}"; tail -30 "$log"; fail=1
@@ -155,10 +162,12 @@ fi
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
   full_attn=${attns##* } # sm90 where it runs (the default there), else mma
-  for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast" "fp8 --gemm-scales blocks"; do
+  # plain fp8 takes block scales at 30272 tokens (the default where they run); rows named
+  for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast" "fp8 --gemm-scales rows"; do
     # shellcheck disable=SC2086 # $gemm may carry --gemm-accum
     if "$dit" --gpu --attn $full_attn --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
-         >"$work/full_${gemm// /_}.log" 2>&1 && checks_ran "$work/full_${gemm// /_}.log" 0 >/dev/null; then
+         >"$work/full_${gemm// /_}.log" 2>&1 && checks_ran "$work/full_${gemm// /_}.log" 0 >/dev/null &&
+       { [ "$gemm" != fp8 ] || grep -q "gemm fp8 (e4m3; block scales 128x128 weights x 1x128 inputs)" "$work/full_fp8.log"; }; then
       echo "ok   full-size block, 30272 tokens, --attn $full_attn --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_${gemm// /_}.log" | head -1)"
     else
       echo "FAIL full-size block, --gemm $gemm:"; tail -40 "$work/full_${gemm// /_}.log"; fail=1

@@ -126,18 +126,20 @@ for s in $steps; do
     done ;;
   blocks)
     # H3_BLOCK_RUNS: PROFILE:S:GEMM items (default: both profiles, 30272 in
-    # both GEMM modes, 4096 and 75600 in BF16; GEMM fp8b: --gemm fp8
-    # --gemm-scales blocks); every 30272 output is then compared with an FP32
+    # both GEMM modes, 4096 and 75600 in BF16; GEMM fp8: --gemm fp8 with its
+    # default scales (blocks where they run), fp8b / fp8r: --gemm-scales
+    # blocks / rows named); every 30272 output is then compared with an FP32
     # PyTorch block of the profiles in H3_F32_PROFILES
     log "dit_block on the data profiles"
     P=/tmp/h3prof; mkdir -p $P
-    runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 model:30272:fp8b uniform:30272:bf16 uniform:30272:fp8 uniform:30272:fp8b model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
+    runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 model:30272:fp8r uniform:30272:bf16 uniform:30272:fp8 uniform:30272:fp8r model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
     for item in $runs; do
       IFS=: read -r prof S gemm <<<"$item"
       W=$P/block_$prof.safetensors IN=$P/inputs_${prof}_$S.safetensors tag=${prof}_${S}_$gemm
       [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile $prof --seed 1 --out "$W" >/dev/null 2>&1
       [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile $prof --tokens $S --seed 2 --out "$IN" >/dev/null
-      gargs=(--gemm "$gemm"); [ "$gemm" = fp8b ] && gargs=(--gemm fp8 --gemm-scales blocks)
+      gargs=(--gemm "$gemm")
+      case $gemm in fp8b) gargs=(--gemm fp8 --gemm-scales blocks) ;; fp8r) gargs=(--gemm fp8 --gemm-scales rows) ;; esac
       timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" "${gargs[@]}" --quiet --json "$OUT/block_$tag.json" \
         $([ $S = 30272 ] && echo --output /tmp/ours_$tag.safetensors) >"$OUT/block_$tag.log" 2>&1
       rc=$?; summary+=("dit_block $tag: rc=$rc $(grep -E '^block total ' "$OUT/block_$tag.log" | tr -s ' ')")
@@ -147,7 +149,7 @@ for s in $steps; do
       timeout 200 python3 tools/bench/torch_block.py --weights $P/block_$prof.safetensors \
         --input $P/inputs_${prof}_30272.safetensors --dtype fp32 --output /tmp/ref_f32_$prof.safetensors \
         >"$OUT/torch_f32_$prof.log" 2>&1 || tail -5 "$OUT/torch_f32_$prof.log"
-      for gemm in bf16 fp8 fp8b; do
+      for gemm in bf16 fp8 fp8b fp8r; do
         [ -f /tmp/ours_${prof}_30272_$gemm.safetensors ] || continue
         python3 tools/bench/compare_outputs.py /tmp/ours_${prof}_30272_$gemm.safetensors /tmp/ref_f32_$prof.safetensors \
           --input $P/inputs_${prof}_30272.safetensors --json "$OUT/compare_${prof}_$gemm.json" 2>&1 | tail -3
