@@ -55,6 +55,9 @@ if compgen -G ".whl/*.whl" >/dev/null && [ ! -d /tmp/site ]; then
     echo "gpu_session: wheels did not install (see wheels.log)"
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+# a prebuilt FA3 (build_fa3.sh's BUILD_DIR without src/, ~6 MB) carried as
+# .peers/fa3min serves the profiles and pyattn steps without the fa3 step
+[ -z "${H3_FA3_PATH:-}" ] && [ -f .peers/fa3min/flash_attn_interface.py ] && export H3_FA3_PATH=$PWD/.peers/fa3min
 for s in $steps; do
   case $s in
   build)

@@ -18,8 +18,10 @@
 # Result in BUILD_DIR: flash_attn_interface.py, flash_attn_config.py, flash_attn_3/ (with _C*.so)
 # and fa3_build.json (commits, switches, toolchain, seconds); then
 #   PYTHONPATH=BUILD_DIR python3 -c 'import flash_attn_interface'
-# works. Full log: BUILD_DIR/build.log. On failure the last line says why, prefixed 'build_fa3.sh:
-# FAILED:'; exit 1 (2 for a bad argument).
+# works; that import needs nothing from src/, so BUILD_DIR without src/ (~6 MB) is what to copy
+# to a GPU machine with the same torch and CUDA (tools/gpu_session.sh takes it as .peers/fa3min;
+# it builds on a machine without a GPU). Full log: BUILD_DIR/build.log. On failure the last line
+# says why, prefixed 'build_fa3.sh: FAILED:'; exit 1 (2 for a bad argument).
 # Offline by design: FLASH_ATTENTION_FORCE_BUILD and FLASH_ATTENTION_OFFLINE_BUILD are set, so
 # setup.py neither looks for a prebuilt wheel nor downloads a toolchain; that needs CUDA 12.8 or
 # >= 13 (on other 12.x FA3's setup.py fetches nvcc 12.6 / ptxas 12.8, refused here).
