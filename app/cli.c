@@ -273,7 +273,8 @@ void parse_cli(int argc, char **argv, cli_options *o)
     if (o->gpus > 1 || o->sp_one_device) {
         if (o->path == PATH_CPU) usage_error("--gpus: the CPU path runs on one host");
         if (o->check_given && o->check != CHECK_NONE)
-            usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1)");
+            usage_error("--gpus: stage checks run on one GPU (use --check none; compare the output with --gpus 1%s)",
+                        o->fp8_mask ? " --gemm-scales rows" : "");
         o->check = CHECK_NONE;
     }
 }

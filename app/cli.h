@@ -25,7 +25,7 @@ typedef struct {
     check_mode check;     /* --check stages|full|none */
     attn_choice attn;     /* --attn auto|mma|sm90 */
     int fp8_mask;         /* --gemm bf16|fp8|fp8:LIST: bit H3_GEMM_* set = that GEMM in FP8 (0 bf16,
-                             H3_FP8_ALL fp8), plus H3_FP8_BLOCKS with --gemm-scales blocks */
+                             H3_FP8_ALL fp8), plus H3_FP8_BLOCKS with block scales (gemm_blocks) */
     const char *gemm;     /* the --gemm value as given ("bf16" by default), for messages */
     int fast_accum;       /* --gemm-accum fast: the FP8 GEMMs with cuBLASLt's fast accumulation (GPU only) */
     int gemm_blocks;      /* the FP8 GEMMs with block scales (also H3_FP8_BLOCKS in fp8_mask): --gemm-scales

@@ -114,6 +114,26 @@ static void require_finite(const h3_block *b, const h3_inputs *in, const char *w
 }
 
 /* Flags given that do not apply on the path that runs: one warning line. */
+/* cuBLASLt's block-scaled GEMMs take token counts that are multiples of 8:
+ * on the GPU, --gemm-scales auto takes row scales for any other S (with a
+ * note), and an explicit --gemm-scales blocks is refused. Called once S is
+ * known (before the memory check for synthetic inputs, after loading a file). */
+static void settle_gemm_scales(cli_options *o, int use_gpu, int S)
+{
+    if (!use_gpu || !o->gemm_blocks || S % 8 == 0) return;
+    char err[256];
+    if (!o->gemm_scales_auto) {
+        snprintf(err, sizeof err,
+                 "--gemm-scales blocks: cuBLASLt's block-scaled GEMMs need a token count that is a multiple of 8 "
+                 "(this run has %d)", S);
+        die(2, err);
+    }
+    o->gemm_blocks = 0;
+    o->fp8_mask &= ~H3_FP8_BLOCKS;
+    fprintf(stderr, "dit_block: FP8 GEMMs with row scales: block scales need a token count that is a multiple of 8 "
+                    "(this run has %d)\n", S);
+}
+
 static void warn_ignored(const cli_options *o, int use_gpu)
 {
     const struct {
@@ -333,26 +353,14 @@ int main(int argc, char **argv)
         }
 #ifdef H3_HAVE_CUDA
         /* Before generating S tokens of inputs on the host: will they fit the GPU? */
+        settle_gemm_scales(&o, use_gpu, S);
         if (use_gpu && o.gpus == 1 && gpu_check_fits(cfg, S, o.fp8_mask, err, sizeof err)) die(1, err);
 #endif
         if ((rc = h3_inputs_default(cfg, S, o.seed, (h3_profile)o.profile, &in, err, sizeof err)))
             die(exit_code(rc), err);
     }
     require_finite(&blk, &in, o.weights, o.input ? o.input : "synthetic inputs");
-    if (use_gpu && o.gemm_blocks && in.S % 8 && o.gemm_scales_auto) {
-        /* the default: row scales where block scales cannot run */
-        o.gemm_blocks = 0;
-        o.fp8_mask &= ~H3_FP8_BLOCKS;
-        if (!o.quiet)
-            fprintf(stderr, "dit_block: FP8 GEMMs with row scales: block scales need a token count that is a "
-                            "multiple of 8 (this run has %d)\n", in.S);
-    }
-    if (use_gpu && o.gemm_blocks && in.S % 8) {
-        snprintf(err, sizeof err,
-                 "--gemm-scales blocks: cuBLASLt's block-scaled GEMMs need a token count that is a multiple of 8 "
-                 "(this run has %d)", in.S);
-        die(2, err);
-    }
+    settle_gemm_scales(&o, use_gpu, in.S);
 
     report r;
     memset(&r, 0, sizeof r);
@@ -409,7 +417,9 @@ int main(int argc, char **argv)
         report_take_run(&r, &res, &gi, in.S, cfg, o.repeat, o.warmup);
         if (o.check == CHECK_NONE)
             snprintf(r.checks_not_run, sizeof r.checks_not_run, "%s",
-                     sp ? "--gpus: stage checks run on one GPU; compare the output with --gpus 1" : "--check none");
+                     !sp                ? "--check none"
+                     : o.fp8_mask ? "--gpus: stage checks run on one GPU; compare the output with --gpus 1 --gemm-scales rows"
+                                  : "--gpus: stage checks run on one GPU; compare the output with --gpus 1");
 #endif
     } else {
         if (run_cpu(&o, &blk, &in, &r, out)) {

@@ -56,10 +56,11 @@ checks_ran() {
   [ -z "$bad" ] || { echo "$bad"; return 1; }
 }
 # rows_at_300 LOG GEMM: at 300 tokens --gemm fp8's default scales fall back to
-# rows (block scales need a multiple of 8), and the report says so
+# rows (block scales need a multiple of 8), with a note, and the report says so
 rows_at_300() {
-  [ "$2" = bf16 ] || grep -q "gemm fp8 (e4m3; scales per output channel x per token)" "$1" ||
-    { echo " not row scales at 300 tokens"; return 1; }
+  [ "$2" = bf16 ] || { grep -q "gemm fp8 (e4m3; scales per output channel x per token)" "$1" &&
+    grep -q "row scales: block scales need a token count that is a multiple of 8 (this run has 300)" "$1"; } ||
+    { echo " not row scales with the note at 300 tokens"; return 1; }
 }
 for gemm in bf16 fp8; do
   for attn in $attns; do
@@ -134,6 +135,19 @@ if "$dit" --gpu --gemm fp8:qkv,fc2 --gemm-accum fast --weights "$work/tiny.safet
 else
   echo "FAIL tiny block, --gemm fp8:qkv,fc2 --gemm-accum fast, --check full:"; tail -30 "$log"; fail=1
 fi
+# the default scales at 304 tokens are block scales (--gemm-accum fast: rows)
+for extra in "" "--gemm-accum fast"; do
+  want="block scales 128x128 weights x 1x128 inputs)"
+  [ -n "$extra" ] && want="scales per output channel x per token, fast accumulation)"
+  log=$work/tiny_default_scales${extra:+_fast}.log
+  # shellcheck disable=SC2086 # $extra is empty or one flag and its value
+  if "$dit" --gpu --gemm fp8 $extra --weights "$work/tiny.safetensors" --tokens 304 --check stages --repeat 1 \
+       --quiet >"$log" 2>&1 && checks_ran "$log" 0 >/dev/null && grep -q "gemm fp8 (e4m3; $want" "$log"; then
+    echo "ok   tiny block, --gemm fp8 $extra at 304 tokens: $want"
+  else
+    echo "FAIL tiny block, --gemm fp8 $extra at 304 tokens: want '$want'"; tail -30 "$log"; fail=1
+  fi
+done
 # --gemm-scales blocks: every FP8 GEMM and its producer checked against the
 # CPU's block-scaled twin (cpu_gemm_fp8_blocks, 1 x 128 codes), all-FP8 and a
 # mixed mode, the report naming the scales (304 tokens: cuBLASLt's
@@ -162,12 +176,20 @@ fi
 if [ "$mode" = full ]; then
   [ -f "$work/block0.safetensors" ] || "$gen" --seed 0 --out "$work/block0.safetensors" >/dev/null 2>&1
   full_attn=${attns##* } # sm90 where it runs (the default there), else mma
-  # plain fp8 takes block scales at 30272 tokens (the default where they run); rows named
+  # plain fp8 takes block scales at 30272 tokens (the default where they run);
+  # named rows and fast accumulation take rows
+  full_scales_named() {
+    case $2 in
+    fp8) grep -q "gemm fp8 (e4m3; block scales 128x128 weights x 1x128 inputs)" "$1" ;;
+    "fp8 --gemm-scales rows") grep -q "gemm fp8 (e4m3; scales per output channel x per token)" "$1" ;;
+    "fp8 --gemm-accum fast") grep -q "gemm fp8 (e4m3; scales per output channel x per token, fast accumulation)" "$1" ;;
+    esac
+  }
   for gemm in bf16 fp8 fp8:qkv,out "fp8 --gemm-accum fast" "fp8 --gemm-scales rows"; do
     # shellcheck disable=SC2086 # $gemm may carry --gemm-accum
     if "$dit" --gpu --attn $full_attn --gemm $gemm --weights "$work/block0.safetensors" --sample 96 --repeat 3 --quiet \
          >"$work/full_${gemm// /_}.log" 2>&1 && checks_ran "$work/full_${gemm// /_}.log" 0 >/dev/null &&
-       { [ "$gemm" != fp8 ] || grep -q "gemm fp8 (e4m3; block scales 128x128 weights x 1x128 inputs)" "$work/full_fp8.log"; }; then
+       full_scales_named "$work/full_${gemm// /_}.log" "$gemm"; then
       echo "ok   full-size block, 30272 tokens, --attn $full_attn --gemm $gemm, sampled stage checks: $(grep -E '^block total' "$work/full_${gemm// /_}.log" | head -1)"
     else
       echo "FAIL full-size block, --gemm $gemm:"; tail -40 "$work/full_${gemm// /_}.log"; fail=1

@@ -42,7 +42,8 @@ one() {
   local w=$1 n=$2 tag=$3 gemm=$4 sm=$5; shift 5
   local ref; ref=$(refname "$w" "$n" "$gemm" "$sm")
   if [ ! -f "$ref" ]; then
-    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --gemm-accum $accum --smooth-v "$sm" --check none --repeat 1 \
+    # row scales as the ranks take (block scales are one GPU's only)
+    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --gemm-scales rows --gemm-accum $accum --smooth-v "$sm" --check none --repeat 1 \
       --warmup 0 --quiet --output "$ref" >"$work/ref.log" 2>&1 ||
       { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
   fi

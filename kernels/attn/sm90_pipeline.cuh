@@ -128,9 +128,10 @@ static __device__ __forceinline__ void produce_kv(const Bars<St> &bars, uint32_t
 
 /* The producer thread's whole work for one CTA: the tensor maps prefetched,
  * the CTA's queries (rows q0.. of head h) as nbox boxes of box_rows rows
- * into sQ, then the K/V ring. Rows past the head's S_pad are the next
- * head's (read, never written) or, for the last head, outside the map:
- * zero-filled. */
+ * into sQ, then the K/V ring. Rows past the head's S_pad (only the
+ * three-consumer kernel's 192-row tiles reach them) are the next head's
+ * (loaded, their output rows never stored) or, for the last head, outside
+ * the map: zero-filled. */
 template <int St>
 static __device__ __forceinline__ void produce(const Bars<St> &bars, uint32_t sQ, uint32_t sK, uint32_t sV,
                                                const CUtensorMap *tmQ, const CUtensorMap *tmK, const CUtensorMap *tmV,
