@@ -4,7 +4,8 @@
 #   build (unless a carried build dir works), the GPU test suite, dit_block at
 #   full size with stage checks, the benchmark suite, SASS and ncu evidence,
 #   compute-sanitizer on the GPU tests.
-# Logs and JSON go to $OUT (or ./out). Usage: tools/gpu_session.sh [steps...]
+# Logs and JSON go to $OUT (or ./out); tools/gpu_call.sh wraps a device call
+# around it (logs packed as they grow). Usage: tools/gpu_session.sh [steps...]
 # with steps from: build tests block bench sass ncu sanitize (default: all),
 # and on request: fa3 (FlashAttention-3 built from .peers/fa3, a checkout or
 # its .tar.gz, into /tmp/fa3, in the background; the steps after it go on), profiles
