@@ -113,7 +113,6 @@ static void require_finite(const h3_block *b, const h3_inputs *in, const char *w
     }
 }
 
-/* Flags given that do not apply on the path that runs: one warning line. */
 /* cuBLASLt's block-scaled GEMMs take token counts that are multiples of 8:
  * on the GPU, --gemm-scales auto takes row scales for any other S (with a
  * note), and an explicit --gemm-scales blocks is refused. Called once S is
@@ -134,6 +133,7 @@ static void settle_gemm_scales(cli_options *o, int use_gpu, int S)
                     "(this run has %d)\n", S);
 }
 
+/* Flags given that do not apply on the path that runs: one warning line. */
 static void warn_ignored(const cli_options *o, int use_gpu)
 {
     const struct {
@@ -415,11 +415,12 @@ int main(int argc, char **argv)
                                             &user_error, err, sizeof err);
         if (fail) die(user_error ? 2 : 1, err);
         report_take_run(&r, &res, &gi, in.S, cfg, o.repeat, o.warmup);
-        if (o.check == CHECK_NONE)
-            snprintf(r.checks_not_run, sizeof r.checks_not_run, "%s",
-                     !sp                ? "--check none"
-                     : o.fp8_mask ? "--gpus: stage checks run on one GPU; compare the output with --gpus 1 --gemm-scales rows"
-                                  : "--gpus: stage checks run on one GPU; compare the output with --gpus 1");
+        if (o.check == CHECK_NONE && !sp)
+            snprintf(r.checks_not_run, sizeof r.checks_not_run, "--check none");
+        else if (o.check == CHECK_NONE) /* the ranks run row scales: so must the reference */
+            snprintf(r.checks_not_run, sizeof r.checks_not_run,
+                     "--gpus: stage checks run on one GPU; compare the output with --gpus 1%s",
+                     o.fp8_mask ? " --gemm-scales rows" : "");
 #endif
     } else {
         if (run_cpu(&o, &blk, &in, &r, out)) {

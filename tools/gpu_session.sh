@@ -46,6 +46,16 @@ carried_jsonc() {
   fi
   export PKG_CONFIG_PATH=/tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig H3_CMAKE_ARGS="-DH3_JSONC_STATIC=ON ${H3_CMAKE_ARGS:-}"
 }
+# A data profile's block (gen_weights --seed 1) and its inputs at S tokens
+# (gen_inputs --seed 2) under /tmp/h3prof, made once per machine; sets P, W, IN.
+prof_files() { # PROFILE S
+  P=/tmp/h3prof W=/tmp/h3prof/block_$1.safetensors IN=/tmp/h3prof/inputs_$1_$2.safetensors
+  mkdir -p $P
+  [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile "$1" --seed 1 --out "$W" >/dev/null 2>&1
+  [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile "$1" --tokens "$2" --seed 2 --out "$IN" >/dev/null
+}
+# the Python package from this build (pyattn, pyblock)
+py_env() { export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}; }
 # CMake build dirs hold absolute paths of the machine they were made on: make
 # the lead machine's path resolve here too.
 if [ -n "${H3_SRC_PATH:-}" ] && [ ! -e "$H3_SRC_PATH" ]; then mkdir -p "$(dirname "$H3_SRC_PATH")"; ln -s "$PWD" "$H3_SRC_PATH"; fi
@@ -135,13 +145,11 @@ for s in $steps; do
     # blocks / rows named); every 30272 output is then compared with an FP32
     # PyTorch block of the profiles in H3_F32_PROFILES
     log "dit_block on the data profiles"
-    P=/tmp/h3prof; mkdir -p $P
     runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 model:30272:fp8r uniform:30272:bf16 uniform:30272:fp8 uniform:30272:fp8r model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
     for item in $runs; do
       IFS=: read -r prof S gemm <<<"$item"
-      W=$P/block_$prof.safetensors IN=$P/inputs_${prof}_$S.safetensors tag=${prof}_${S}_$gemm
-      [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile $prof --seed 1 --out "$W" >/dev/null 2>&1
-      [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile $prof --tokens $S --seed 2 --out "$IN" >/dev/null
+      prof_files $prof $S
+      tag=${prof}_${S}_$gemm
       gargs=(--gemm "$gemm")
       case $gemm in fp8b) gargs=(--gemm fp8 --gemm-scales blocks) ;; fp8r) gargs=(--gemm fp8 --gemm-scales rows) ;; esac
       timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" "${gargs[@]}" --quiet --json "$OUT/block_$tag.json" \
@@ -202,26 +210,21 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     done ;;
   pyattn)
     log "the Python package against the PyTorch peers"
-    P=/tmp/h3prof; mkdir -p $P
-    W=$P/block_model.safetensors files=()
-    [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile model --seed 1 --out "$W" >/dev/null 2>&1
+    files=()
     for S in $(echo "${H3_PYBENCH_SEQS:-4096,8192,16384,30272,75600}" | tr , " "); do
-      IN=$P/inputs_model_$S.safetensors QKV=$P/qkv_model_$S.safetensors
-      [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens $S --seed 2 --out "$IN" >/dev/null
+      prof_files model $S
+      QKV=$P/qkv_model_$S.safetensors
       [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1
       [ -f "$QKV" ] && files+=("$QKV")
     done
-    export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
+    py_env
     timeout 400 python3 tools/bench/peers_attention.py --qkv "$(IFS=,; echo "${files[*]}")" \
       --impls "${H3_PYBENCH_IMPLS:-h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8}" ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
     summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30 ;;
   pyblock)
     log "diffusers' block with each attention processor"
-    P=/tmp/h3prof; mkdir -p $P
-    W=$P/block_model.safetensors IN=$P/inputs_model_30272.safetensors
-    [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile model --seed 1 --out "$W" >/dev/null 2>&1
-    export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}
-    [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile model --tokens 30272 --seed 2 --out "$IN" >/dev/null
+    prof_files model 30272
+    py_env
     timeout 300 python3 tools/bench/diffusers_block.py --weights "$W" --input "$IN" --json "$OUT/pybench_block.json" \
       --modes "${H3_PYBENCH_MODES:-eager,compile}" \
       >"$OUT/pybench_block.log" 2>&1
