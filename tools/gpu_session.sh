@@ -22,7 +22,9 @@
 # package); repro (issue 31's sharpened block: tools/bench/sharpen_block.py,
 # dit_block with stage checks, both GEMM modes, default kernel and --smooth-v
 # off); runsh (tools/run.sh itself, both GEMM modes, H3_CUDA_ARCHS=90a);
-# pybench (the Python package against the PyTorch peers on the model-like
+# probe (tools/bench/block_probe.sh on the model-like block at S = 30272:
+# clock and power with attention alone and in the block, ncu of one block
+# run; H3_PROBE_GEMM, default fp8); pybench (the Python package against the PyTorch peers on the model-like
 # q, k, v at H3_PYBENCH_SEQS, then diffusers' block with each processor,
 # eager and compiled: tools/bench/diffusers_block.py; pyattn and pyblock are
 # its two halves; H3_FA3_PATH, a build_fa3.sh output, adds fa3_* impls).
@@ -53,6 +55,12 @@ prof_files() { # PROFILE S
   mkdir -p $P
   [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile "$1" --seed 1 --out "$W" >/dev/null 2>&1
   [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile "$1" --tokens "$2" --seed 2 --out "$IN" >/dev/null
+}
+# ... and its attention inputs (q, k after q/k-norm and RoPE, v) at S; sets QKV
+prof_qkv() { # PROFILE S
+  prof_files "$1" "$2"
+  QKV=$P/qkv_$1_$2.safetensors
+  [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1
 }
 # the Python package from this build (pyattn, pyblock)
 py_env() { export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}; }
@@ -208,13 +216,16 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
       rc=$?; summary+=("tools/run.sh --gemm $gemm: rc=$rc $(grep -E '^block total ' "$OUT/runsh_$gemm.log" | tr -s ' ')")
       grep -E "FAIL|^block total |checks" "$OUT/runsh_$gemm.log" | head -5
     done ;;
+  probe)
+    log "block probe: clocks, power and ncu of the block"
+    prof_qkv model 30272
+    timeout 550 bash tools/bench/block_probe.sh "$BUILD" "$W" "$IN" "$QKV" "${H3_PROBE_GEMM:-fp8}" >"$OUT/probe.log" 2>&1
+    summary+=("block probe: rc=$?"); tail -45 "$OUT/probe.log" ;;
   pyattn)
     log "the Python package against the PyTorch peers"
     files=()
     for S in $(echo "${H3_PYBENCH_SEQS:-4096,8192,16384,30272,75600}" | tr , " "); do
-      prof_files model $S
-      QKV=$P/qkv_model_$S.safetensors
-      [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1
+      prof_qkv model $S
       [ -f "$QKV" ] && files+=("$QKV")
     done
     py_env

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# block_probe.sh — where the block's time goes outside attention and the
+# GEMMs, and why attention is slower inside the block than alone (issue 35
+# item 5). One GPU, one run, three measurements:
+#   1. attention alone on the block's own q, k, v (bench_attn --qkv, the
+#      default kernel) while nvidia-smi samples the SM clock, board power,
+#      temperature and the clock-event reasons every 20 ms;
+#   2. the same block through dit_block (--check none, --repeat N) under the
+#      same sampling, with its per-op table;
+#   3. ncu over one block run (clocks not locked: --clock-control none):
+#      every kernel's duration, SM and DRAM throughput (share of peak) and
+#      DRAM bytes. ncu replays each kernel alone after a cache flush, so
+#      attention's ncu time is its time on the block's data with nothing
+#      before it: if that matches (1) and not (2), the difference comes from
+#      what runs before it (clock and power), not from its inputs.
+# The clock lines give the median over samples drawn above 150 W (the work,
+# not the gaps between runs). tools/bench/block_probe.py prints the tables.
+# Usage: tools/bench/block_probe.sh BUILD_DIR WEIGHTS INPUT QKV [GEMM=fp8]
+# Env: OUT (./out), H3_PROBE_REPEAT (20).
+set -uo pipefail
+if [ $# -lt 4 ]; then sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
+B=$1 W=$2 IN=$3 QKV=$4 GEMM=${5:-fp8}
+N=${H3_PROBE_REPEAT:-20}
+OUT=${OUT:-$PWD/out}/block_probe
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p "$OUT"
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "block_probe.sh: no GPU (nvidia-smi -L failed)"; exit 77; }
+for f in "$W" "$IN" "$QKV"; do [ -f "$f" ] || { echo "block_probe.sh: $f: no such file" >&2; exit 2; }; done
+# the richest field list this driver accepts
+FIELDS=timestamp,clocks.sm,power.draw.instant,temperature.gpu,clocks_event_reasons.active
+nvidia-smi --query-gpu=$FIELDS --format=csv,noheader >/dev/null 2>&1 || FIELDS=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active
+sampled() { # NAME CMD...: CMD's output in NAME.log, the samples in NAME.smi
+  local name=$1; shift
+  nvidia-smi --query-gpu=$FIELDS --format=csv,noheader,nounits -lms 20 >"$OUT/$name.smi" 2>/dev/null &
+  local smi=$!
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  echo "$name: rc=$rc"
+}
+sampled attn_alone timeout 300 "$B/tools/bench/bench_attn" --qkv "$QKV" --kernels sm90 --no-selfcheck --warmup 2 --reps "$N"
+sampled block timeout 300 "$B/dit_block" --weights "$W" --input "$IN" --gemm "$GEMM" --check none --quiet \
+  --warmup 2 --repeat "$N" --json "$OUT/block.json"
+echo "ncu: $(date +%T)"
+timeout 400 ncu --clock-control none --csv --page raw --print-units base \
+  --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,sm__cycles_elapsed.avg.per_second \
+  "$B/dit_block" --weights "$W" --input "$IN" --gemm "$GEMM" --check none --quiet --warmup 0 --repeat 1 \
+  >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+echo "ncu: rc=$? $(date +%T)"
+python3 "$HERE/block_probe.py" "$OUT"
