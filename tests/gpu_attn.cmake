@@ -19,3 +19,6 @@ if(H3_HAVE_CUDA)
   add_test(NAME test_gpu_attention_sweep COMMAND test_gpu_attention --sweep)
   set_tests_properties(test_gpu_attention_sweep PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 endif()
+# The Hopper kernel's grid (which CTA does which queries; kernels/attn/
+# sm90_grid.h) against a simulation of the hardware's order: plain C, CPU.
+h3_test(test_sm90_grid SOURCES test_sm90_grid.c LABELS cpu)

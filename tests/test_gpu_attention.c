@@ -489,8 +489,8 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
  * 4096 in steps of 61 (61 is prime to every tile size, so the residues keep
  * moving), 4095 and 4096, with heads cycling 1..8 and the input mix cycling
  * too; every head count 1..8 at S = 777; then S = 30271, 30272, 30273
- * and 75600 (H = 1, block-like V), and for the smoothed Hopper path 376000
- * and 380000. Both kernels, the same checks as the other cases. */
+ * and 75600 (H = 1, block-like V), and for the smoothed Hopper path 188416,
+ * 188417, 376000 and 380000. Both kernels, the same checks as the other cases. */
 static void sweep(const kernel_desc *kd)
 {
     int Ss[400], ns = 0;
@@ -504,9 +504,13 @@ static void sweep(const kernel_desc *kd)
     for (int H = 1; H <= 8; H++) run_case(kd, 777, H, H % 2 ? DIST_NORMAL : DIST_DOMINANT);
     static const int big[] = {30271, 30272, 30273, 75600};
     for (int i = 0; i < 4; i++) run_case(kd, big[i], 1, DIST_MEANV);
-    /* the smoothed Hopper path only: 376000, its largest per-tile table
-     * (v150), and 380000, past it, where the launch runs v153 */
+    /* the smoothed Hopper path only: 188416 and 188417, the last S_pad with
+     * split CTAs beside the per-tile table and the first without them;
+     * 376000, its largest table (v150), and 380000, past it, where the
+     * launch runs v153 (split CTAs again) */
     if (kd->smooth && kd->run == h3k_attn_fp8_sm90) {
+        run_case(kd, 188416, 1, DIST_MEANV);
+        run_case(kd, 188417, 1, DIST_MEANV);
         run_case(kd, 376000, 1, DIST_MEANV);
         run_case(kd, 380000, 1, DIST_MEANV);
     }

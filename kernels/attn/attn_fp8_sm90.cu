@@ -10,7 +10,9 @@
  * Two kernels, one per mode:
  *   V smoothed (vmu != NULL, dit_block's default): the three-consumer kernel
  *     (sm90_wg3.cuh), with its per-tile softmax scalars in shared memory
- *     while the table fits (S_pad <= 376,448), without them beyond.
+ *     while the table fits (S_pad <= 376,448), without them beyond, on the
+ *     grid of sm90_grid.h: whole 192-query CTAs, then split 64-query ones
+ *     that fill the last wave (with the table up to S_pad = 188,416).
  *   V as it is (vmu == NULL): the two-consumer warp-specialised kernel
  *     (sm90_ws.cuh).
  * Both fold every key tile's P V into FP32 O, so both keep the contract on
@@ -34,30 +36,55 @@
 extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
 
 namespace {
-typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
-                         const float *, const float *, int, int, int, int, uint16_t *, float *);
-
 constexpr int kStages = 2; /* K/V ring depth (3 or 4 stages measured no faster: docs/perf.md) */
+constexpr long long kSmemMax = 227 * 1024;
 
-/* One launchable kernel and what it needs. */
-struct Launch {
-    KernelFn fn;
-    long long smem;  /* dynamic shared memory bytes */
-    int rows;        /* queries per CTA */
-    int threads;     /* per CTA */
-    uint32_t q_box;  /* rows of a Q box */
+typedef void (*WsFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
+                     const float *, const float *, int, int, int, int, uint16_t *, float *);
+typedef void (*Wg3Fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
+                      const float *, const float *, int, int, int, const h3_sm90_grid, uint16_t *, float *);
+
+/* The three-consumer kernel for this S_pad and its shared memory: with the
+ * per-tile table while it fits, and split CTAs (sm90_grid.h) where their
+ * layout fits too (with the table: up to 1,472 key tiles). */
+struct Wg3Launch {
+    Wg3Fn fn;
+    long long smem;
+    int may_split;
 };
-
-/* The kernel for this mode and S_pad (see the header). */
-Launch choose(int smoothed, int S_pad)
+Wg3Launch choose_wg3(int S_pad)
 {
-    if (!smoothed)
-        return Launch{h3k_attn_fp8_sm90_ws_kernel<kStages>, SmemLayout<kStages>::kBytes, kBM, kThreads, 128u};
     using L = SmemLayout3<kStages>;
-    const long long tab = (long long)L::kTabBytesPerTile * (S_pad / kBN);
-    if (L::kBytes + tab <= 227 * 1024)
-        return Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, true>, L::kBytes + tab, kWg3Rows, kWg3Threads, 64u};
-    return Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, false>, L::kBytes, kWg3Rows, kWg3Threads, 64u};
+    using LS = SmemLayout3Split<kStages>;
+    const long long nkt = S_pad / kBN;
+    const long long whole = L::kBytes + (long long)L::kTabBytesPerTile * nkt;
+    const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
+    if (whole <= kSmemMax) {
+        if (split <= kSmemMax)
+            return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, true>, whole > split ? whole : split, 1};
+        return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, true>, whole, 0};
+    }
+    return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, false>, LS::kBytes > L::kBytes ? LS::kBytes : L::kBytes,
+                     1};
+}
+
+/* SMs of the current device (one CTA of either kernel per SM), cached per
+ * ordinal like h3k_attn_fp8_sm90_available; 0 when unknown. */
+int device_sms()
+{
+    static int cache[64];
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (dev >= 0 && dev < 64 && cache[dev] > 0) return cache[dev];
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (dev >= 0 && dev < 64) cache[dev] = n;
+    return n;
 }
 } // namespace
 
@@ -108,19 +135,30 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
     if ((uintptr_t)vmu & 7u) return (int)cudaErrorMisalignedAddress;                            /* float2 loads */
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
     const int S_pad = (S + kBN - 1) / kBN * kBN; /* the layout of q8/k8/vt8 (128-token groups) */
-    const Launch v = choose(vmu != nullptr, S_pad);
-    const int nqt = (S + v.rows - 1) / v.rows; /* CTAs per head */
-    if ((long long)H * nqt > 0x7fffffffLL) return (int)cudaErrorInvalidValue;
+    const bool smoothed = vmu != nullptr;
+    const int rows = smoothed ? kWg3Rows : kBM;
+    if ((long long)H * ((S + rows - 1) / rows) > 0x7fffffffLL / 3) return (int)cudaErrorInvalidValue;
 
     CUtensorMap tq, tk, tv;
     int e;
-    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, v.q_box)) != 0) return e;
+    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, smoothed ? 64u : 128u)) != 0) return e;
     if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
 
+    cudaStream_t st = (cudaStream_t)stream;
+    if (!smoothed) {
+        const WsFn fn = h3k_attn_fp8_sm90_ws_kernel<kStages>;
+        const int smem = SmemLayout<kStages>::kBytes, nqt = (S + kBM - 1) / kBM;
+        cudaError_t ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (ce != cudaSuccess) return (int)ce;
+        fn<<<H * nqt, kThreads, (size_t)smem, st>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O, lse);
+        return (int)cudaGetLastError();
+    }
+    const Wg3Launch v = choose_wg3(S_pad);
+    const h3_sm90_grid grid = h3_sm90_grid_plan(S, H, device_sms(), v.may_split);
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem);
     if (ce != cudaSuccess) return (int)ce;
-    v.fn<<<H * nqt, v.threads, (size_t)v.smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O,
-                                                                       lse);
+    v.fn<<<grid.full + grid.split, kWg3Threads, (size_t)v.smem, st>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, O,
+                                                                      lse);
     return (int)cudaGetLastError();
 }

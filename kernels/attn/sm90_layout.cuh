@@ -43,6 +43,25 @@ template <int St> struct SmemLayout3 {
     static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
 };
 
+/* The same kernel's split CTAs (sm90_grid.h): 64 queries (one 64-row box,
+ * 8 KB) | per consumer WG its own ring, K[St] | V[St] | its mbarriers, each
+ * ring kRing bytes apart (1024-aligned) | one softmax-scalar table of 16
+ * bytes per key tile (all three WGs share the query rows, so the scalars),
+ * beyond kBytes. As in SmemLayout3, a ring's mbarriers are 2 St tiles past
+ * its K, so that a consumer derives both from one address. After its loop
+ * a WG's ring holds its partial (O, m, l) for the merge: kPartBytes. */
+template <int St> struct SmemLayout3Split {
+    static constexpr uint32_t kOffK = kTile / 2, kRing = 2 * St * kTile + 1024,
+                              kOffTab = kOffK + kWg3Consumers * kRing;
+    static constexpr int kBytes = (int)kOffTab + 1024;
+    static constexpr int kTabBytesPerTile = 16;
+    static constexpr uint32_t kPartBytes = 17 * 128 * 16; /* 16 float4 of O and one of (m0, m1, l0, l1) per thread */
+    static_assert(kPartBytes <= 2 * St * kTile, "a WG's partial fits its ring");
+    static_assert(8 * (1 + 4 * St) <= 1024, "a ring's mbarriers fit behind it");
+    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+};
+static_assert(SmemLayout3<2>::kOffBar == SmemLayout3<2>::kOffK + 2 * 2 * kTile, "mbarriers 2 St tiles past K");
+
 static_assert(kD == 128 && kBN == 128 && kBM == 128, "tile shapes are baked into the fragment code");
 
 /* Per consumer thread: its two rows' online-softmax state and fragments. */

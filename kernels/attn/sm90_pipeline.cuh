@@ -108,22 +108,29 @@ template <int St> static __device__ __forceinline__ void init_bars(const Bars<St
     sm90::fence_barrier_init();
 }
 
-/* The producer thread's K/V loop: tile n into stage n % St once the
- * consumers have released it. */
+/* Key tile n of head h (K rows row0 + 128 n.., V^T columns 128 n..) into
+ * stage st of a ring, on its use number i (phase (i / St) & 1), once the
+ * consumers have released the stage. */
+template <int St>
+static __device__ __forceinline__ void load_kv(const Bars<St> &bars, uint32_t sK, uint32_t sV, const CUtensorMap *tmK,
+                                               const CUtensorMap *tmV, int row0, int h, int n, int i)
+{
+    const int st = i % St;
+    const uint32_t ph = (uint32_t)(i / St) & 1u;
+    sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
+    sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
+    sm90::tma_load_2d(sK + st * kTile, tmK, bars.kfull(st), 0, row0 + n * kBN);
+    sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
+    sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
+    sm90::tma_load_2d(sV + st * kTile, tmV, bars.vfull(st), n * kBN, h * kD);
+}
+
+/* The producer thread's K/V loop: tile n into stage n % St. */
 template <int St>
 static __device__ __forceinline__ void produce_kv(const Bars<St> &bars, uint32_t sK, uint32_t sV, const CUtensorMap *tmK,
                                                   const CUtensorMap *tmV, int row0, int h, int nkt)
 {
-    for (int n = 0; n < nkt; ++n) {
-        const int st = n % St;
-        const uint32_t ph = (uint32_t)(n / St) & 1u;
-        sm90::mbar_wait(bars.kempty(st), ph ^ 1u);
-        sm90::mbar_arrive_expect_tx(bars.kfull(st), kTile);
-        sm90::tma_load_2d(sK + st * kTile, tmK, bars.kfull(st), 0, row0 + n * kBN);
-        sm90::mbar_wait(bars.vempty(st), ph ^ 1u);
-        sm90::mbar_arrive_expect_tx(bars.vfull(st), kTile);
-        sm90::tma_load_2d(sV + st * kTile, tmV, bars.vfull(st), n * kBN, h * kD);
-    }
+    for (int n = 0; n < nkt; ++n) load_kv<St>(bars, sK, sV, tmK, tmV, row0, h, n, n);
 }
 
 /* The producer thread's whole work for one CTA: the tensor maps prefetched,
@@ -145,6 +152,36 @@ static __device__ __forceinline__ void produce(const Bars<St> &bars, uint32_t sQ
     for (int i = 0; i < nbox; ++i)
         sm90::tma_load_2d(sQ + (uint32_t)(i * box_rows * kD), tmQ, bars.qfull(), 0, row0 + q0 + box_rows * i);
     produce_kv<St>(bars, sK, sV, tmK, tmV, row0, h, nkt);
+}
+
+/* Consumer WG j of a split CTA (sm90_grid.h) takes key tiles [j nkt / 3,
+ * (j + 1) nkt / 3). */
+static __device__ __forceinline__ int split_first_tile(int j, int nkt) { return j * nkt / 3; }
+
+/* The producer thread's whole work for a split CTA of the three-consumer
+ * kernel: its 64 queries (rows q0.. of head h) as one box into sQ on WG 0's
+ * qfull, then the three WGs' key ranges round robin, each into its own ring
+ * (WG j's: K[St] at sK + j ring, then V[St], then its mbarriers). */
+template <int St>
+static __device__ __forceinline__ void produce_split(uint32_t sQ, uint32_t sK, uint32_t ring, const CUtensorMap *tmQ,
+                                                     const CUtensorMap *tmK, const CUtensorMap *tmV, int q0, int h,
+                                                     int S_pad, int nkt)
+{
+    sm90::prefetch_tmap(tmQ);
+    sm90::prefetch_tmap(tmK);
+    sm90::prefetch_tmap(tmV);
+    const int row0 = h * S_pad;
+    const Bars<St> b0{sK + 2 * St * kTile};
+    sm90::mbar_arrive_expect_tx(b0.qfull(), 64u * kD);
+    sm90::tma_load_2d(sQ, tmQ, b0.qfull(), 0, row0 + q0);
+    const int len = (nkt + 2) / 3; /* the longest range */
+    for (int i = 0; i < len; ++i)
+        for (int j = 0; j < 3; ++j) {
+            const int n = split_first_tile(j, nkt) + i;
+            if (n >= split_first_tile(j + 1, nkt)) continue;
+            const uint32_t k = sK + (uint32_t)j * ring;
+            load_kv<St>(Bars<St>{k + 2 * St * kTile}, k, k + St * kTile, tmK, tmV, row0, h, n, i);
+        }
 }
 
 /* A consumer warp is done with a stage: one arrival on its empty barrier. */

@@ -20,17 +20,71 @@
  * and consumer WG, beyond SmemLayout3::kBytes), which the loop reads with
  * one 16-byte load instead of two global loads, their address arithmetic, a
  * MUFU.LG2 and a MUFU.RCP per tile: the same arithmetic. Past 376,448 tokens
- * the table does not fit and the launch runs the kernel without it. */
+ * the table does not fit and the launch runs the kernel without it.
+ * Split CTAs (sm90_grid.h says which CTAs and why): 64 queries, the three
+ * consumers each on a third of the key tiles from a ring of their own
+ * (SmemLayout3Split), the same loop; then WGs 1 and 2 leave their (O, m, l)
+ * in their rings and WG 0 merges the three, rescaled to one running max as
+ * the loop rescales from tile to tile, and writes the rows. The sums then
+ * run in another order than a whole CTA's: the FP32 rounding differs, the
+ * contract does not. */
 #ifndef H3_SM90_WG3_CUH
 #define H3_SM90_WG3_CUH
 
 #include <cuda.h>
 
 #include "sm90_epilogue.cuh"
+#include "sm90_grid.h"
 #include "sm90_layout.cuh"
 #include "sm90_pipeline.cuh"
 #include "sm90_softmax.cuh"
 #include "sm90_wgmma.cuh"
+
+/* Consumer WG 0 of a split CTA: its (O, m, l) merged with WG 1's and WG 2's
+ * partials, this thread's slots at p1 and p2 (partial_out's layout): one
+ * running max M over the three, each part scaled by 2^(m - M), as the loop
+ * rescales O from one key tile to the next. */
+static __device__ __forceinline__ void merge_partials(Consumer &c, uint32_t p1, uint32_t p2)
+{
+    float4 a, b;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w) : "r"(p1 + 16u * 2048u));
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w) : "r"(p2 + 16u * 2048u));
+    const float M0 = fmaxf(c.m0, fmaxf(a.x, b.x)), M1 = fmaxf(c.m1, fmaxf(a.y, b.y));
+    const float e0 = ex2(c.m0 - M0), e1 = ex2(c.m1 - M1);
+    const float f0 = ex2(a.x - M0), f1 = ex2(a.y - M1), g0 = ex2(b.x - M0), g1 = ex2(b.y - M1);
+    c.l0 = c.l0 * e0 + a.z * f0 + b.z * g0;
+    c.l1 = c.l1 * e1 + a.w * f1 + b.w * g1;
+    c.m0 = M0;
+    c.m1 = M1;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w)
+                     : "r"(p1 + 2048u * (uint32_t)j));
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w)
+                     : "r"(p2 + 2048u * (uint32_t)j));
+        c.o[4 * j + 0] = c.o[4 * j + 0] * e0 + a.x * f0 + b.x * g0;
+        c.o[4 * j + 1] = c.o[4 * j + 1] * e0 + a.y * f0 + b.y * g0;
+        c.o[4 * j + 2] = c.o[4 * j + 2] * e1 + a.z * f1 + b.z * g1;
+        c.o[4 * j + 3] = c.o[4 * j + 3] * e1 + a.w * f1 + b.w * g1;
+    }
+}
+
+/* Consumer WG 1 or 2 of a split CTA: its (O, m, l) into its own ring (free
+ * once its loop is done) at p: O as 16 float4 2048 bytes apart (the 128
+ * threads' float4 side by side), then (m0, m1, l0, l1). */
+static __device__ __forceinline__ void partial_out(const Consumer &c, uint32_t p)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(p + 2048u * (uint32_t)j), "f"(c.o[4 * j + 0]),
+                     "f"(c.o[4 * j + 1]), "f"(c.o[4 * j + 2]), "f"(c.o[4 * j + 3])
+                     : "memory");
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(p + 16u * 2048u), "f"(c.m0), "f"(c.m1), "f"(c.l0),
+                 "f"(c.l1)
+                 : "memory");
+}
 
 template <int kStages, bool kMu, bool kTab>
 __global__ void __launch_bounds__(kWg3Threads, 1)
@@ -38,68 +92,99 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                  const float *__restrict__ sq, const float *__restrict__ sk,
                                  const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
-                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
+                                 int S_pad, const h3_sm90_grid grid, uint16_t *__restrict__ O,
+                                 float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using L = SmemLayout3<kStages>;
+    using LS = SmemLayout3Split<kStages>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV;
-    const Bars<kStages> bars{base + L::kOffBar};
-
-    const int qt = blockIdx.x % nqt, h = blockIdx.x / nqt;
+    const h3_sm90_cta cta = h3_sm90_grid_cta(&grid, (int)blockIdx.x);
+    const int h = cta.h;
     const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
     const int lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 0) init_bars(bars, 4 * kWg3Consumers);
+    if (threadIdx.x == 0) {
+        if (cta.split) {
+            for (int j = 0; j < kWg3Consumers; ++j)
+                init_bars(Bars<kStages>{base + LS::kOffK + LS::kRing * j + 2 * kStages * kTile}, 4);
+        } else {
+            init_bars(Bars<kStages>{base + L::kOffBar}, 4 * kWg3Consumers);
+        }
+    }
     __syncthreads();
 
     const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
     if (wg == 0) {
         sm90::setmaxnreg_dec<24>();
-        if (threadIdx.x == 0)
-            produce<kStages>(bars, sQ, sK, sV, &tmQ, &tmK, &tmV, 3, 64, qt * kWg3Rows, h, S_pad, nkt);
+        if (threadIdx.x == 0) {
+            if (cta.split)
+                produce_split<kStages>(base, base + LS::kOffK, LS::kRing, &tmQ, &tmK, &tmV, cta.row0, h, S_pad, nkt);
+            else
+                produce<kStages>(Bars<kStages>{base + L::kOffBar}, base, base + L::kOffK, base + L::kOffV, &tmQ, &tmK,
+                                 &tmV, 3, 64, cta.row0, h, S_pad, nkt);
+        }
     } else {
         sm90::setmaxnreg_inc<160>();
         const int wgi = wg - 1;
         const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
         const float *sk_h = sk + (size_t)h * G, *sv_h = sv + (size_t)h * G;
         float svmax = sv_max(sv_h, G, lane);
-        const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
-        const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
+        /* This WG's query rows, key tiles [n0, n0 + len), ring (K at sK, V
+         * and the mbarriers after it) and table: a whole CTA's WGs take 64
+         * rows each and every key tile from the shared ring; a split CTA's
+         * take the same 64 rows and a third of the tiles each, from a ring
+         * of their own. The loop counts i from 0: the table, the scales and
+         * the ragged tile's index (ilast, -1 if not this WG's) are offset. */
+        int qrow0, n0, len;
+        uint32_t sQw, sK, tb, qbar;
+        if (cta.split) {
+            qrow0 = cta.row0, n0 = split_first_tile(wgi, nkt), len = split_first_tile(wgi + 1, nkt) - n0;
+            sQw = base, sK = base + LS::kOffK + (uint32_t)wgi * LS::kRing;
+            tb = base + LS::kOffTab + 16u * (uint32_t)n0; /* one table, each WG its own range */
+            qbar = base + LS::kOffK + 2 * kStages * kTile; /* WG 0's: the Q box arrives there */
+        } else {
+            qrow0 = cta.row0 + wgi * 64, n0 = 0, len = nkt;
+            sQw = base + wgi * (kTile / 2), sK = base + L::kOffK, tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u;
+            qbar = base + L::kOffBar;
+        }
+        const int ilast = n0 + len == nkt ? len - 1 : -1;
+        const Bars<kStages> bars{sK + 2 * kStages * kTile};
+        const int gq = min(qrow0 / kBN, G - 1); /* rows past S_pad: any valid scale, never written */
         const float sqq = sq[(size_t)h * G + gq];
         const float r256 = 256.f / svmax;
 
         Consumer c;
         start_o(c);
 
-        const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
+        const uint64_t dq = sm90::desc_k128_sw128(sQw);
         const int klast = S - (nkt - 1) * kBN;
-        const uint32_t tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u; /* kTab: this WG's table */
+        sk_h += n0, sv_h += n0;
         if constexpr (kTab) {
-            for (int n = tw; n < nkt; n += 128) {
-                const TileScalars ts = tile_scalars(sqq, sk_h[n], sv_h[n], r256);
-                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)n), "f"(ts.cs),
+            for (int i = tw; i < len; i += 128) {
+                const TileScalars ts = tile_scalars(sqq, sk_h[i], sv_h[i], r256);
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)i), "f"(ts.cs),
                              "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
                              : "memory");
             }
             sm90::named_bar_sync(1 + wgi, 128);
         }
-        sm90::mbar_wait(bars.qfull(), 0);
-        for (int n = 0; n < nkt; ++n) {
-            const int st = n % kStages;
-            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+        sm90::mbar_wait(qbar, 0);
+        for (int i = 0; i < len; ++i) {
+            const int st = i % kStages;
+            const uint32_t ph = (uint32_t)(i / kStages) & 1u;
             float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
             TileScalars ts{};
             if constexpr (kTab) {
                 float pad;
                 asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                              : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
-                             : "r"(tb + 16u * (uint32_t)n)
+                             : "r"(tb + 16u * (uint32_t)i)
                              : "memory");
                 (void)pad;
             } else {
-                skn = sk_h[n], svn = sv_h[n];
+                skn = sk_h[i], svn = sv_h[i];
             }
             sm90::mbar_wait(bars.kfull(st), ph);
             issue_qk_fresh(c, dq, sK + st * kTile);
@@ -108,11 +193,11 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             release(bars.kempty(st), lane);
             if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
             float alpha0, alpha1;
-            softmax(c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
+            softmax(c, ts.cs, i == ilast ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
             convert_p(c);
             sm90::mbar_wait(bars.vfull(st), ph);
             auto &pv = c.s; /* P V of this tile, from zero */
-            issue_pv_to(pv, c.p, sV + st * kTile, false);
+            issue_pv_to(pv, c.p, sK + (kStages + st) * kTile, false);
             sm90::wgmma_wait<0>();
             sm90::fence_regs(pv);
             release(bars.vempty(st), lane);
@@ -124,10 +209,16 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
             }
         }
-        store_output<kMu>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
+        if (cta.split) {
+            const uint32_t slot = base + LS::kOffK + 16u * (uint32_t)tw; /* + ring of WG j: its partial */
+            if (wgi != 0) partial_out(c, slot + (uint32_t)wgi * LS::kRing);
+            sm90::named_bar_sync(4, 128 * kWg3Consumers);
+            if (wgi == 0) merge_partials(c, slot + LS::kRing, slot + 2u * LS::kRing);
+        }
+        if (!cta.split || wgi == 0) store_output<kMu>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
-    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)grid, (void)O, (void)lse;
 #endif
 }
 
