@@ -16,6 +16,10 @@
  *   v151  v150 without V's mean (for unsmoothed V)
  *   v152  v150 with the running max started finite
  *   v155  v147 with O folded to FP32 in shared memory every 8 tiles
+ *   v156  the production kernel itself on the plain grid (no split CTAs,
+ *         sm90_grid.h): the grid's A/B on the same code
+ *   v157  the production launch itself (h3k_attn_fp8_sm90, smoothed V), so
+ *         that lab/sm90_ab.sh times it in the same rounds as the variants
  *
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
@@ -39,6 +43,7 @@
 #include "sm90_pipeline.cuh"
 #include "sm90_softmax.cuh"
 #include "sm90_tmap.cuh"
+#include "sm90_wg3.cuh"
 #include "sm90_wgmma.cuh"
 
 /* The loop's options (bits of the lab kernel's kF template parameter). */
@@ -590,16 +595,39 @@ const LabVariant *find(int number)
     return nullptr;
 }
 
+constexpr int kPlainGrid = 156; /* the production kernel on the plain grid */
+constexpr int kProduction = 157; /* the production launch */
+
+/* v156: the production three-consumer kernel launched as attn_fp8_sm90.cu
+ * does, but on the plain grid (H ceil(S / 192) whole CTAs). */
+int plain_grid(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq, const float *sk,
+               const float *sv, const float *vmu, int S, int H, int S_pad, uint16_t *O, float *lse, h3_stream stream)
+{
+    using L = SmemLayout3<2>;
+    long long smem = L::kBytes + (long long)L::kTabBytesPerTile * (S_pad / kBN);
+    auto fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
+    if (smem > 227 * 1024) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
+    const h3_sm90_grid grid = h3_sm90_grid_plan(S, H, 0, 0);
+    cudaError_t ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce != cudaSuccess) return (int)ce;
+    fn<<<grid.full, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid,
+                                                                        O, lse);
+    return (int)cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" const char *h3lab_attn_sm90_name(int variant)
 {
+    if (variant == kPlainGrid) return "v156 the production kernel on the plain grid (no split CTAs)";
+    if (variant == kProduction) return "v157 the production launch (h3k_attn_fp8_sm90, smoothed V)";
     const LabVariant *v = find(variant);
     return v ? v->name : nullptr;
 }
 
 extern "C" int h3lab_attn_sm90_smoothed(int variant)
 {
+    if (variant == kPlainGrid || variant == kProduction) return 1;
     const LabVariant *v = find(variant);
     return v ? v->vmean : -1;
 }
@@ -609,20 +637,23 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
                                float *lse, h3_stream stream)
 {
     const LabVariant *v = find(variant);
-    if (!v || S < 1 || H < 1 || v->vmean != (vmu != nullptr)) return (int)cudaErrorInvalidValue;
+    if ((!v && variant != kPlainGrid && variant != kProduction) || S < 1 || H < 1 || h3lab_attn_sm90_smoothed(variant) != (vmu != nullptr))
+        return (int)cudaErrorInvalidValue;
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
+    if (variant == kProduction) return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
     const int S_pad = (S + kBN - 1) / kBN * kBN;
+    CUtensorMap tq, tk, tv;
+    int e;
+    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, 64u)) != 0) return e;
+    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
+    if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
+    if (variant == kPlainGrid) return plain_grid(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, O, lse, stream);
     if (v->tab && v->smem + (long long)v->tab * (S_pad / kBN) > 227 * 1024) {
         v = v->untab ? find(v->untab) : nullptr;
         if (!v) return (int)cudaErrorInvalidValue;
     }
     const long long smem = v->smem + (long long)v->tab * (S_pad / kBN);
     const int nqt = (S + kWg3Rows - 1) / kWg3Rows;
-    CUtensorMap tq, tk, tv;
-    int e;
-    if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, 64u)) != 0) return e;
-    if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
-    if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
     cudaError_t ce = cudaFuncSetAttribute(v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
     v->fn<<<H * nqt, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O,
