@@ -20,6 +20,8 @@
  *         sm90_grid.h): the grid's A/B on the same code
  *   v157  the production launch itself (h3k_attn_fp8_sm90, smoothed V), so
  *         that lab/sm90_ab.sh times it in the same rounds as the variants
+ *   v158  v157 with the production kernel's kFinite (running max started
+ *         at -FLT_MAX, as v152 does for v150)
  *
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
@@ -597,21 +599,36 @@ const LabVariant *find(int number)
 
 constexpr int kPlainGrid = 156; /* the production kernel on the plain grid */
 constexpr int kProduction = 157; /* the production launch */
+constexpr int kProdFinite = 158; /* the production launch's kernel with kFinite */
 
 /* v156: the production three-consumer kernel launched as attn_fp8_sm90.cu
- * does, but on the plain grid (H ceil(S / 192) whole CTAs). */
-int plain_grid(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq, const float *sk,
-               const float *sv, const float *vmu, int S, int H, int S_pad, uint16_t *O, float *lse, h3_stream stream)
+ * does, but on the plain grid (H ceil(S / 192) whole CTAs); v158: with
+ * kFinite, on the production grid (the split layout needs S_pad <= 188,416
+ * here). */
+int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq,
+                const float *sk, const float *sv, const float *vmu, int S, int H, int S_pad, uint16_t *O, float *lse,
+                h3_stream stream)
 {
     using L = SmemLayout3<2>;
-    long long smem = L::kBytes + (long long)L::kTabBytesPerTile * (S_pad / kBN);
-    auto fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
+    using LS = SmemLayout3Split<2>;
+    const long long nkt = S_pad / kBN;
+    long long smem = L::kBytes + (long long)L::kTabBytesPerTile * nkt;
+    auto fn = variant == kProdFinite ? h3k_attn_fp8_sm90_wg3_kernel<2, true, true, true>
+                                     : h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
     if (smem > 227 * 1024) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
-    const h3_sm90_grid grid = h3_sm90_grid_plan(S, H, 0, 0);
+    int sms = 0;
+    if (variant == kProdFinite) {
+        const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
+        if (smem != L::kBytes + (long long)L::kTabBytesPerTile * nkt || split > 227 * 1024)
+            return (int)cudaErrorInvalidValue;
+        smem = split > smem ? split : smem;
+        (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    }
+    const h3_sm90_grid grid = h3_sm90_grid_plan(S, H, sms, variant == kProdFinite);
     cudaError_t ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
-    fn<<<grid.full, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid,
-                                                                        O, lse);
+    fn<<<grid.full + grid.split, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H,
+                                                                                     S_pad, grid, O, lse);
     return (int)cudaGetLastError();
 }
 
@@ -621,13 +638,14 @@ extern "C" const char *h3lab_attn_sm90_name(int variant)
 {
     if (variant == kPlainGrid) return "v156 the production kernel on the plain grid (no split CTAs)";
     if (variant == kProduction) return "v157 the production launch (h3k_attn_fp8_sm90, smoothed V)";
+    if (variant == kProdFinite) return "v158 v157 with the running max started at -FLT_MAX";
     const LabVariant *v = find(variant);
     return v ? v->name : nullptr;
 }
 
 extern "C" int h3lab_attn_sm90_smoothed(int variant)
 {
-    if (variant == kPlainGrid || variant == kProduction) return 1;
+    if (variant == kPlainGrid || variant == kProduction || variant == kProdFinite) return 1;
     const LabVariant *v = find(variant);
     return v ? v->vmean : -1;
 }
@@ -637,7 +655,7 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
                                float *lse, h3_stream stream)
 {
     const LabVariant *v = find(variant);
-    if ((!v && variant != kPlainGrid && variant != kProduction) || S < 1 || H < 1 || h3lab_attn_sm90_smoothed(variant) != (vmu != nullptr))
+    if ((!v && variant != kPlainGrid && variant != kProduction && variant != kProdFinite) || S < 1 || H < 1 || h3lab_attn_sm90_smoothed(variant) != (vmu != nullptr))
         return (int)cudaErrorInvalidValue;
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
     if (variant == kProduction) return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
@@ -647,7 +665,8 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
     if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, 64u)) != 0) return e;
     if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
-    if (variant == kPlainGrid) return plain_grid(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, O, lse, stream);
+    if (variant == kPlainGrid || variant == kProdFinite)
+        return prod_kernel(variant, tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, O, lse, stream);
     if (v->tab && v->smem + (long long)v->tab * (S_pad / kBN) > 227 * 1024) {
         v = v->untab ? find(v->untab) : nullptr;
         if (!v) return (int)cudaErrorInvalidValue;

@@ -61,7 +61,7 @@ if [ -z "$cuobjdump" ]; then
 fi
 if PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$cubin" >"$sass" 2>/dev/null; then
   if ! python3 "$here/tests/sass_loop_check.py" "$sass" 16 ws=_Z27h3k_attn_fp8_sm90_ws_kernelILi2EE \
-       wg3=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELb1ELb1EE wg3_notab=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELb1ELb0EE; then
+       wg3=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELb1ELb1ELb0EE wg3_notab=_Z28h3k_attn_fp8_sm90_wg3_kernelILi2ELb1ELb0ELb0EE; then
     echo "FAIL: the SASS of a production kernel's main loop (lines above)"
     fail=1
   fi

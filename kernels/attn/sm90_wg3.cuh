@@ -21,6 +21,8 @@
  * one 16-byte load instead of two global loads, their address arithmetic, a
  * MUFU.LG2 and a MUFU.RCP per tile: the same arithmetic. Past 376,448 tokens
  * the table does not fit and the launch runs the kernel without it.
+ * kFinite: the running max starts at -FLT_MAX, so the softmax needs no
+ * -inf guards (sm90_softmax.cuh); same values.
  * Split CTAs (sm90_grid.h says which CTAs and why): 64 queries, the three
  * consumers each on a third of the key tiles from a ring of their own
  * (SmemLayout3Split), the same loop; then WGs 1 and 2 leave their (O, m, l)
@@ -32,6 +34,7 @@
 #define H3_SM90_WG3_CUH
 
 #include <cuda.h>
+#include <float.h>
 
 #include "sm90_epilogue.cuh"
 #include "sm90_grid.h"
@@ -86,7 +89,7 @@ static __device__ __forceinline__ void partial_out(const Consumer &c, uint32_t p
                  : "memory");
 }
 
-template <int kStages, bool kMu, bool kTab>
+template <int kStages, bool kMu, bool kTab, bool kFinite = false>
 __global__ void __launch_bounds__(kWg3Threads, 1)
     h3k_attn_fp8_sm90_wg3_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
@@ -157,6 +160,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 
         Consumer c;
         start_o(c);
+        if constexpr (kFinite) c.m0 = c.m1 = -FLT_MAX; /* softmax's kFinite: each WG's every tile has a valid key */
 
         const uint64_t dq = sm90::desc_k128_sw128(sQw);
         const int klast = S - (nkt - 1) * kBN;
@@ -193,7 +197,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             release(bars.kempty(st), lane);
             if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
             float alpha0, alpha1;
-            softmax(c, ts.cs, i == ilast ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
+            softmax<kFinite>(c, ts.cs, i == ilast ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
             convert_p(c);
             sm90::mbar_wait(bars.vfull(st), ph);
             auto &pv = c.s; /* P V of this tile, from zero */
