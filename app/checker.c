@@ -308,15 +308,16 @@ void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, co
     free(rmu);
 }
 
-void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const float *vmu,
-                        const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                        const float *sv, const uint16_t *O_gpu, const float *lse_gpu)
+void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const cpu_attn_split *split,
+                        const uint16_t *qkv, const float *vmu, const uint8_t *q8, const uint8_t *k8,
+                        const uint8_t *vt8, const float *sq, const float *sk, const float *sv, const uint16_t *O_gpu,
+                        const float *lse_gpu)
 {
     const int H = k->cfg->heads, I = h3_attn_width(k->cfg), S = k->S, n = k->natt;
     uint16_t *ref = malloc((size_t)n * I * 2), *got = malloc((size_t)n * I * 2);
     float *lref = malloc((size_t)H * n * 4), *lgot = malloc((size_t)H * n * 4);
     CHECK(ref && got && lref && lgot, "out of host memory");
-    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, vmu, S, H, key_tile, 1, k->att_rows, n, ref, lref);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, vmu, S, H, key_tile, split, 1, k->att_rows, n, ref, lref);
     h3_gather_rows_bf16(O_gpu, I, k->att_rows, n, got);
     for (int h = 0; h < H; h++)
         for (int i = 0; i < n; i++) lgot[(size_t)h * n + i] = lse_gpu[(size_t)h * S + k->att_rows[i]];

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "block.h"
+#include "cpu_ref.h"
 #include "inputs.h"
 #include "report.h"
 
@@ -70,9 +71,11 @@ void h3_check_gemm(report *r, const h3_check_ctx *k, const char *stage, const ui
 void h3_check_qk_quant(report *r, const h3_check_ctx *k, const uint16_t *qkv, const float *vmu, int rot_qk,
                        const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
                        const float *sv);
-void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const uint16_t *qkv, const float *vmu,
-                        const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                        const float *sv, const uint16_t *O_gpu, const float *lse_gpu);
+/* key_tile, split: the kernel's key tile and split rows, as cpu_attention_fp8 takes them (split NULL: none) */
+void h3_check_attention(report *r, const h3_check_ctx *k, int key_tile, const cpu_attn_split *split,
+                        const uint16_t *qkv, const float *vmu, const uint8_t *q8, const uint8_t *k8,
+                        const uint8_t *vt8, const float *sq, const float *sk, const float *sv, const uint16_t *O_gpu,
+                        const float *lse_gpu);
 void h3_check_gate_residual(report *r, const h3_check_ctx *k, const char *stage, const uint16_t *x, const uint16_t *y,
                             const uint16_t *mod, int slot_gate, const uint16_t *out_gpu);
 void h3_check_swiglu(report *r, const h3_check_ctx *k, const uint16_t *g, const uint16_t *u_gpu);

@@ -197,12 +197,12 @@ static int block_forward(const h3_config *cfg, const cpu_block_weights *wt, int 
 
     /* 5: attention, per head */
     if (!exact && !cpu_key_tile_ok(key_tile)) {
-        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, key_tile, 1, NULL, S, o, NULL);
+        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, key_tile, NULL, 1, NULL, S, o, NULL);
     } else {
         for (int h = 0; h < H; h++) {
             const int rc = exact ? cpu_attention_exact_head(qb, kb, vb, S, H, h, NULL, S, o, NULL)
                                  : cpu_attention_fp8_head(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, h,
-                                                          key_tile, 1, NULL, S, o, NULL);
+                                                          key_tile, NULL, 1, NULL, S, o, NULL);
             if (rc) {
                 oom = 1;
                 goto done;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "cpu_ref.h"
 #include "numerics.h"
 
 /* Output row r belongs to token rows[r] (rows == NULL: token r). */
@@ -76,7 +77,8 @@ static inline int cpu_key_tile_ok(int key_tile)
  * 0, or -1 out of memory (the head's rows are NaN). */
 int cpu_attention_fp8_head(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
                            const float *sk, const float *sv, const float *vmu, int S, int H, int h, int key_tile,
-                           int quant, const int *rows, int nrows, uint16_t *O, float *lse);
+                           const cpu_attn_split *split, int quant, const int *rows, int nrows, uint16_t *O,
+                           float *lse);
 int cpu_attention_exact_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, int h,
                              const int *rows, int nrows, uint16_t *O, float *lse);
 

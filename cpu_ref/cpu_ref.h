@@ -62,6 +62,15 @@
  *                (svmax = max_g sv[h][g]). The P multiplier keeps p in
  *                [0, 256], the top of e4m3's fine range, and folds V's per-group
  *                scale into one multiply; 1/256 and svmax return in the final 1/l.
+ *                Split rows (cpu_attn_split, key_tile 128): the nkt =
+ *                ceil(S / 128) key tiles as three parts, part j the tiles
+ *                [j nkt / 3, (j + 1) nkt / 3), each the loop above from m =
+ *                -inf, l = 0, acc = 0, giving (m_j, l_j, acc_j); then
+ *                  M = max(m_0, max(m_1, m_2));  e_j = exp2(m_j - M) (0 when m_j = -inf)
+ *                  l = l_0 e_0 + l_1 e_1 + l_2 e_2;  acc[d] likewise;  m = M
+ *                and the end above. P8 is rounded against its part's running
+ *                max, not the row's: e4m3 roundings differ from the unsplit
+ *                row, the contract does not.
  *   attention_exact  FP32 softmax(q k^T / sqrt(D)) v on BF16 q, k, v.
  *   gate_residual    out = bf16(x + gate[tag] * y)
  *   swiglu       u[s][f] = bf16(silu(g[s][f]) * g[s][F + f]) */
@@ -139,15 +148,25 @@ int cpu_qk_norm_rope_quant(const h3_config *cfg, const uint16_t *qkv, const floa
                            const uint16_t *kw, int S, const float *vmu, int rot_qk, uint8_t *q8, uint8_t *k8,
                            uint8_t *vt8, float *sq, float *sk, float *sv);
 
+/* Which query rows the attention kernel runs as split rows (the contract
+ * above): row(ctx, h, i) != 0 for row i of head h. The Hopper three-consumer
+ * kernel's split CTAs (kernels/attn/sm90_grid.h) are what it describes; the
+ * caller, which knows the kernel's grid, answers for it. */
+typedef struct {
+    int (*row)(const void *ctx, int h, int i);
+    const void *ctx;
+} cpu_attn_split;
+
 /* Emulated FP8 attention (the contract above). -> O [nrows][H*D] bf16,
- * lse [H][nrows] f32 (may be NULL). quant = 0 switches the P rounding off
+ * lse [H][nrows] f32 (may be NULL). split: the kernel's split rows (NULL:
+ * none; needs key_tile 128). quant = 0 switches the P rounding off
  * (P8_j = p_j * multiplier, exact), for testing the online softmax alone.
  * vmu: the mean V was smoothed by (NULL: none), added to O. 0, or -1 (out
- * of memory, or a key_tile it cannot emulate): the heads that did not run
- * are NaN. */
+ * of memory, or a key_tile or split it cannot emulate): the heads that did
+ * not run are NaN. */
 int cpu_attention_fp8(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq, const float *sk,
-                      const float *sv, const float *vmu, int S, int H, int key_tile, int quant, const int *rows,
-                      int nrows, uint16_t *O, float *lse);
+                      const float *sv, const float *vmu, int S, int H, int key_tile, const cpu_attn_split *split,
+                      int quant, const int *rows, int nrows, uint16_t *O, float *lse);
 
 /* Exact FP32 attention on BF16 q, k, v [S][H*D] -> O [nrows][H*D] bf16, lse
  * [H][nrows]. 0, or -1 out of memory (the heads that did not run are NaN). */

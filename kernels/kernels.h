@@ -18,6 +18,7 @@ extern "C" {
 #endif
 
 typedef struct CUstream_st *h3_stream; /* = cudaStream_t */
+typedef struct h3_sm90_grid h3_sm90_grid; /* the Hopper kernel's grid (attn/sm90_grid.h) */
 
 /* 1 when this build has machine code for the current device (build_info.cu). */
 int h3k_device_supported(void);
@@ -125,6 +126,13 @@ int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, 
                       const float *sv, const float *vmu, int S, int H, uint16_t *O, float *lse, h3_stream stream);
 int h3k_attn_fp8_sm90_key_tile(void);
 int h3k_attn_fp8_sm90_available(void); /* 1 if compiled for sm_90a and the device is sm_90 */
+/* The grid h3k_attn_fp8_sm90 runs its V-smoothed kernel on for S, H on the
+ * current device (attn/sm90_grid.h; the launch asks this function): which
+ * rows run in split CTAs, for the emulation that checks it (cpu_ref.h
+ * cpu_attn_split, with h3_sm90_grid_row_split). 0, or cudaErrorInvalidValue
+ * (S or H < 1). Without a device (SM count unknown): the plain grid, as the
+ * launch would run. */
+int h3k_attn_fp8_sm90_grid(int S, int H, h3_sm90_grid *grid);
 /* variant h3k_attn_fp8_sm90 runs without (0) or with (1) a V mean (env H3_SM90_VARIANT overrides both) */
 const char *h3k_attn_fp8_sm90_variant_name(int smoothed);
 

@@ -26,8 +26,10 @@
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
  * (lab.h): h3lab_attn_sm90(variant, ...), h3lab_attn_sm90_name(variant),
- * h3lab_attn_sm90_smoothed(variant); tools/bench/bench_attn --variant N and
- * tests/test_gpu_attention --variant N use them when built with H3_LAB. */
+ * h3lab_attn_sm90_smoothed(variant), h3lab_attn_sm90_grid(variant, ...)
+ * (which rows run split, for the emulation); tools/bench/bench_attn
+ * --variant N and tests/test_gpu_attention --variant N use them when built
+ * with H3_LAB. */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -601,6 +603,16 @@ constexpr int kPlainGrid = 156; /* the production kernel on the plain grid */
 constexpr int kProduction = 157; /* the production launch */
 constexpr int kProdFinite = 158; /* the production launch's kernel with kFinite */
 
+/* The grid prod_kernel runs variant on: v158 the production plan on this
+ * device's SMs, v156 the plain grid. */
+h3_sm90_grid prod_grid(int variant, int S, int H)
+{
+    int sms = 0, dev = 0;
+    if (variant == kProdFinite && cudaGetDevice(&dev) == cudaSuccess)
+        (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return h3_sm90_grid_plan(S, H, sms, variant == kProdFinite);
+}
+
 /* v156: the production three-consumer kernel launched as attn_fp8_sm90.cu
  * does, but on the plain grid (H ceil(S / 192) whole CTAs); v158: with
  * kFinite, on the production grid (the split layout needs S_pad <= 188,416
@@ -616,15 +628,13 @@ int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const
     auto fn = variant == kProdFinite ? h3k_attn_fp8_sm90_wg3_kernel<2, true, true, true>
                                      : h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
     if (smem > 227 * 1024) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
-    int sms = 0;
     if (variant == kProdFinite) {
         const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
         if (smem != L::kBytes + (long long)L::kTabBytesPerTile * nkt || split > 227 * 1024)
             return (int)cudaErrorInvalidValue;
         smem = split > smem ? split : smem;
-        (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     }
-    const h3_sm90_grid grid = h3_sm90_grid_plan(S, H, sms, variant == kProdFinite);
+    const h3_sm90_grid grid = prod_grid(variant, S, H);
     cudaError_t ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
     fn<<<grid.full + grid.split, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H,
@@ -648,6 +658,14 @@ extern "C" int h3lab_attn_sm90_smoothed(int variant)
     if (variant == kPlainGrid || variant == kProduction || variant == kProdFinite) return 1;
     const LabVariant *v = find(variant);
     return v ? v->vmean : -1;
+}
+
+extern "C" int h3lab_attn_sm90_grid(int variant, int S, int H, h3_sm90_grid *grid)
+{
+    if (h3lab_attn_sm90_smoothed(variant) < 0 || S < 1 || H < 1 || !grid) return (int)cudaErrorInvalidValue;
+    if (variant == kProduction) return h3k_attn_fp8_sm90_grid(S, H, grid);
+    *grid = variant == kProdFinite ? prod_grid(variant, S, H) : h3_sm90_grid_plan(S, H, 0, 0);
+    return 0;
 }
 
 extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
@@ -683,6 +701,11 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
 static int g_selected; /* h3lab_select's variant */
 
 extern "C" void h3lab_select(int variant) { g_selected = variant; }
+
+extern "C" int h3lab_attn_sm90_selected_grid(int S, int H, h3_sm90_grid *grid)
+{
+    return h3lab_attn_sm90_grid(g_selected, S, H, grid);
+}
 
 extern "C" int h3lab_attn_sm90_selected(const uint8_t *q8, const uint8_t *k8, const uint8_t *vt8, const float *sq,
                                         const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,

@@ -474,7 +474,7 @@ struct h3_run_view {
 h3_run_info h3_run_view_info(const h3_run_view *v)
 {
     const block_run *br = v->br;
-    return (h3_run_info){br->S, br->fp8_mask, br->smooth_v, br->rotate_qk, br->fast_accum, v->key_tile};
+    return (h3_run_info){br->S, br->fp8_mask, br->smooth_v, br->rotate_qk, br->fast_accum, v->key_tile, br->use_sm90};
 }
 
 void *h3_run_fetch(const h3_run_view *v, h3_buf b, size_t bytes)

@@ -98,7 +98,8 @@ typedef enum {
 } h3_buf;
 typedef struct {
     int S, fp8_mask, smooth_v, rotate_qk, fast_accum;
-    int key_tile; /* the attention kernel's online-softmax step */
+    int key_tile;  /* the attention kernel's online-softmax step */
+    int attn_sm90; /* the attention ran on attn_fp8_sm90 (with smooth_v: on h3k_attn_fp8_sm90_grid's grid) */
 } h3_run_info;
 h3_run_info h3_run_view_info(const h3_run_view *v);
 /* A host copy (malloc) of the first bytes of buffer b; NULL when the run has

@@ -1,6 +1,7 @@
 /* test_cpu_attention.c — the CPU attention references (emulated FP8 and exact)
  * against float64 two-pass softmax written here, adversarial rows, the
- * lossless-quantisation equivalence, and the FP8 error figures.
+ * lossless-quantisation equivalence, the FP8 error figures, and the
+ * emulation of the Hopper kernel's split rows (cpu_attn_split).
  *
  * Run alone:   ctest --test-dir build -R test_cpu_attention --output-on-failure
  *   or         build/tests/test_cpu_attention            (H3_TEST_SEED=n fixes the inputs)
@@ -15,6 +16,7 @@
 
 #include "config.h"
 #include "cpu_internal.h"
+#include "attn/sm90_grid.h" /* the Hopper kernel's grid: which rows a plan splits (plain C) */
 #include "cpu_ref.h"
 #include "numerics.h"
 #include "rng.h"
@@ -253,7 +255,7 @@ static void test_adversarial(void)
             uint16_t *O = malloc((size_t)S * H * D * 2);
             float *lse = malloc((size_t)S * H * 4);
             for (int ti = 0; ti < (int)(sizeof tiles / sizeof *tiles); ti++) {
-                cpu_attention_fp8(f.q8, f.k8, f.vt8, f.sq, f.sk, f.sv, NULL, S, H, tiles[ti], 0, NULL, S, O, lse);
+                cpu_attention_fp8(f.q8, f.k8, f.vt8, f.sq, f.sk, f.sv, NULL, S, H, tiles[ti], NULL, 0, NULL, S, O, lse);
                 char what[128];
                 snprintf(what, sizeof what, "fp8 quant=0 S=%d H=%d tile %d %s", S, H, tiles[ti], adv_names[kind]);
                 compare_rows(what, &f, NULL, S, O, lse, 1);
@@ -400,7 +402,8 @@ static void test_lossless(void)
             static const int kts[] = {16, 32, 64, 128, 192};
             for (int ki = 0; ki < 5; ki++) {
                 const int kt = kts[ki];
-                cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, 0, NULL, S, Of, lf);
+                cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, NULL, 0, NULL, S, Of,
+                                  lf);
                 /* Both are FP32 evaluations of the same softmax; they differ
                  * by FP32 rounding only (~1e-6 relative, logits up to ~10),
                  * so after each rounds to BF16 they agree to 1 BF16 ulp
@@ -436,7 +439,7 @@ static void test_fp8_error(void)
         cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
         cpu_attention_exact(q, k, v, S, H, NULL, S, Oe, NULL);
         for (int kt = 32; kt <= 128; kt *= 4) {
-            cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, 1, NULL, S, Of, NULL);
+            cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, NULL, 1, NULL, S, Of, NULL);
             errfig e = err_bf16(Of, Oe, n);
             /* Sanity bound: e4m3 has a 2^-4 relative step, so Q, K, V, P each
              * carry ~2-3% relative RMS error; combined they stay well under
@@ -458,7 +461,7 @@ static void test_fp8_error(void)
          * but the draw of roundings (0.998-1.007: bound 1.05). */
         const double plain = err_bf16(Of, Oe, n).rel_rms; /* tile 128, the last of the loop */
         cpu_quant_fp8(S, H, q, k, v, NULL, 0, NULL, 1, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
-        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 128, 1, NULL, S, Of, NULL);
+        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 128, NULL, 1, NULL, S, Of, NULL);
         const double rot = err_bf16(Of, Oe, n).rel_rms, rbound = stress ? 0.9 : 1.05;
         const int rok = isfinite(rot) && rot < rbound * plain;
         printf("  %-30s S=%d H=%d Q/K rotated: rel RMS %.4f, %.3f of unrotated (< %.2f) %s\n",
@@ -469,8 +472,8 @@ static void test_fp8_error(void)
     int rows[3] = {S - 1, 0, 500};
     uint16_t Os[3 * 3 * D];
     float ls[9], lf_full[3000];
-    cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, 1, NULL, S, Of, lf_full);
-    cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, 1, rows, 3, Os, ls);
+    cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, NULL, 1, NULL, S, Of, lf_full);
+    cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, NULL, 1, rows, 3, Os, ls);
     int same = 1;
     for (int r = 0; r < 3; r++) {
         same &= !memcmp(Os + (size_t)r * H * D, Of + (size_t)rows[r] * H * D, (size_t)H * D * 2);
@@ -479,7 +482,7 @@ static void test_fp8_error(void)
     printf("  %-58s %s\n", "fp8 row sampling == full rows", same ? "ok" : "FAIL");
     if (!same) g_fail = 1;
     /* an invalid key_tile poisons the output instead of aborting */
-    cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 48, 1, rows, 3, Os, ls);
+    cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 48, NULL, 1, rows, 3, Os, ls);
     int poisoned = isnan(h3_bf16_to_f32(Os[0])) && isnan(ls[0]);
     printf("  %-58s %s\n", "key_tile 48 (no divisor of 128, no multiple of 64) -> NaN", poisoned ? "ok" : "FAIL");
     if (!poisoned) g_fail = 1;
@@ -519,7 +522,8 @@ static void test_v_smoothing(void)
     double e[2];
     for (int sm = 0; sm < 2; sm++) {
         cpu_quant_fp8(S, H, q, k, v, NULL, 0, sm ? mu : NULL, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
-        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, sm ? mu : NULL, S, H, 128, 1, NULL, S, Of, NULL);
+        cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, sm ? mu : NULL, S, H, 128, NULL, 1, NULL, S, Of,
+                          NULL);
         e[sm] = err_bf16(Of, Oe, n).rel_rms;
         printf("  %-12s S=%d H=%d: rel RMS vs exact %.4e\n", sm ? "smoothed" : "not smoothed", S, H, e[sm]);
     }
@@ -531,6 +535,149 @@ static void test_v_smoothing(void)
     printf("  smoothed / not smoothed = %.3f (< 0.6) %s\n", e[1] / e[0], ok ? "ok" : "FAIL");
     if (!ok) g_fail = 1;
     free(q); free(k); free(v); free(Oe); free(Of); free(q8); free(k8); free(vt8); free(sc); free(mu);
+}
+
+/* ---- split rows (cpu_attn_split: the Hopper kernel's split CTAs) ---- */
+
+static int split_none(const void *ctx, int h, int i) { return (void)ctx, (void)h, (void)i, 0; }
+static int split_all(const void *ctx, int h, int i) { return (void)ctx, (void)h, (void)i, 1; }
+static int split_grid(const void *ctx, int h, int i) { return h3_sm90_grid_row_split(ctx, h, i); }
+
+/* Sharp rows: per head a direction u shared by q and k (as q/k-norm gains
+ * and massive-activation channels make them), q = 1.5 u + N(0,1), k = a u +
+ * N(0,1) with a per-key strength a ~ 0.3 N(0,1): logits ~ 5 a' (a' ~
+ * N(0,1)) spread over ~30, a few keys carry most of a row. V with
+ * per-channel means, as a GEMM output has. */
+static void gen_sharp(int S, int H, uint16_t *q, uint16_t *k, uint16_t *v)
+{
+    const int I = H * D;
+    double *u = malloc(sizeof(double) * I), *mv = malloc(sizeof(double) * I);
+    for (int c = 0; c < I; c++) u[c] = nrm(), mv[c] = nrm();
+    for (int t = 0; t < S; t++)
+        for (int h = 0; h < H; h++) {
+            const double a = 0.3 * nrm();
+            for (int d = 0; d < D; d++) {
+                const size_t o = (size_t)t * I + h * D + d;
+                q[o] = h3_f32_to_bf16((float)(1.5 * u[h * D + d] + nrm()));
+                k[o] = h3_f32_to_bf16((float)(a * u[h * D + d] + nrm()));
+                v[o] = h3_f32_to_bf16((float)(mv[h * D + d] + 0.5 * nrm()));
+            }
+        }
+    free(u);
+    free(mv);
+}
+
+/* Split rows: (a) a description that splits no row (the plain grid's, and a
+ * predicate that says no) gives the bytes of split = NULL; (b) with the P
+ * rounding off, every row split equals the unsplit emulation up to FP32
+ * reassociation (the same softmax, rescaled in another order); (c) with it
+ * on, on sharp rows, the split moves O (P8 rounded against each part's own
+ * running max: the test is not vacuous) and stays within the contract's
+ * bound of exact attention, as the unsplit emulation does; (d) a real plan
+ * (sm90_grid.h) on sampled rows splits exactly its split rows: each row has
+ * the bytes of the all-split or the unsplit run; (e) a split description
+ * with another key tile, or without a predicate, is refused (NaN). */
+static void test_split_rows(void)
+{
+    printf("split rows (the Hopper kernel's split CTAs): three parts of the key tiles, merged\n");
+    const int S = 1000, H = 3, S_pad = h3_pad_tokens(S), G = h3_groups(S), I = H * D;
+    const size_t n = (size_t)S * I, n8 = (size_t)H * S_pad * D;
+    uint16_t *q = malloc(n * 2), *k = malloc(n * 2), *v = malloc(n * 2), *Ox = malloc(n * 2);
+    uint16_t *Ou = malloc(n * 2), *Os = malloc(n * 2), *Ot = malloc(n * 2);
+    uint8_t *q8 = malloc(n8), *k8 = malloc(n8), *vt8 = malloc(n8);
+    float *sc = malloc((size_t)3 * H * G * 4), *mu = malloc((size_t)I * 4);
+    float *lu = malloc((size_t)H * S * 4), *ls = malloc((size_t)H * S * 4), *lt = malloc((size_t)H * S * 4);
+    gen_sharp(S, H, q, k, v);
+    cpu_v_mean(v, I, D, S, H, mu);
+    cpu_quant_fp8(S, H, q, k, v, NULL, 0, mu, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
+    const float *sq = sc, *sk = sc + H * G, *sv = sc + 2 * H * G;
+    const h3_sm90_grid plain = h3_sm90_grid_plan(S, H, 7, 0);
+    const cpu_attn_split none = {split_none, NULL}, all = {split_all, NULL}, plain_rows = {split_grid, &plain};
+
+    /* (a) */
+    int same = 1;
+    for (int quant = 0; quant < 2; quant++) {
+        cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, NULL, quant, NULL, S, Ou, lu);
+        for (int w = 0; w < 2; w++) {
+            cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, w ? &plain_rows : &none, quant, NULL, S, Os, ls);
+            same &= !memcmp(Ou, Os, n * 2) && !memcmp(lu, ls, (size_t)H * S * 4);
+        }
+    }
+    printf("  %-58s %s\n", "no split rows == split NULL (bytes, quant 0 and 1)", same ? "ok" : "FAIL");
+    if (!same) g_fail = 1;
+
+    /* (b) Both sides evaluate the same softmax in FP32; they differ by a
+     * few roundings of p and the rescales (~1e-7 relative), which flip the
+     * BF16 rounding of O in rare elements (one ulp, <= 2^-7 |O|), and
+     * where O = fma(acc, fin, mu) cancels to near 0 they stay ~1e-7 of
+     * acc fin ~ max |O|. Measured rel RMS ~6e-6; bound 1e-4, every element
+     * within one BF16 ulp + 1e-6 max |O|, LSE within 1e-5 relative. */
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, NULL, 0, NULL, S, Ou, lu);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, &all, 0, NULL, S, Os, ls);
+    h3t_stats so = {0}, sl = {0};
+    double omax = 0.0;
+    for (size_t i = 0; i < n; i++) omax = fmax(omax, fabs(h3_bf16_to_f32(Ou[i])));
+    for (size_t i = 0; i < n; i++) {
+        const double r = h3_bf16_to_f32(Ou[i]);
+        h3t_acc(&so, h3_bf16_to_f32(Os[i]), r, 0x1p-7 * fabs(r) + 1e-6 * omax);
+    }
+    for (int i = 0; i < H * S; i++) h3t_acc(&sl, ls[i], lu[i], 1e-5 * (1 + fabs(lu[i])));
+    so.n_bad += !(h3t_rel_rms(&so) <= 1e-4);
+    report("quant=0 all rows split vs unsplit O", &so, "(tol: 1 bf16 ulp each, rel RMS <= 1e-4)");
+    report("quant=0 all rows split vs unsplit LSE", &sl, "(tol: 1e-5 relative)");
+
+    /* (c) The bound is test_gpu_attention's for model-like data (8%); the
+     * split must not cost more than a tenth of the unsplit emulation's
+     * error on top (measured: it costs nothing, each part's P8 is rounded
+     * against a running max at least as close to its keys). */
+    cpu_attention_exact(q, k, v, S, H, NULL, S, Ox, NULL);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, NULL, 1, NULL, S, Ou, lu);
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, &all, 1, NULL, S, Os, ls);
+    const errfig su = err_bf16(Os, Ou, n), ux = err_bf16(Ou, Ox, n), sx = err_bf16(Os, Ox, n);
+    double worst = 0.0; /* the (row, head) pair the split moves most */
+    for (int i = 0; i < S; i++)
+        for (int h = 0; h < H; h++) {
+            const size_t o = (size_t)i * I + h * D;
+            worst = fmax(worst, err_bf16(Os + o, Ou + o, D).rel_rms);
+        }
+    const int cok = isfinite(sx.rel_rms) && su.rel_rms > 1e-3 && sx.rel_rms < 0.08 && sx.rel_rms <= 1.1 * ux.rel_rms;
+    printf("  quant=1 sharp rows S=%d H=%d: split vs unsplit rel RMS %.3e (> 1e-3), worst (row, head) %.3e, max abs "
+           "%.3e; vs exact: split %.4f, unsplit %.4f (< 0.08, split <= 1.1 x unsplit) %s\n",
+           S, H, su.rel_rms, worst, su.max_abs, sx.rel_rms, ux.rel_rms, cok ? "ok" : "FAIL");
+    if (!cok) g_fail = 1;
+
+    /* (d) */
+    const h3_sm90_grid plan = h3_sm90_grid_plan(S, H, 7, 1);
+    const cpu_attn_split plan_rows = {split_grid, &plan};
+    int rows[64], nr = 0, nsplit = 0;
+    for (int i = 0; i < 64; i++) rows[nr++] = i < 32 ? (int)(h3_rng_uniform(&g_rng) * S) : S - 64 + i;
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, &plan_rows, 1, rows, nr, Ot, lt);
+    same = 1;
+    for (int r = 0; r < nr; r++)
+        for (int h = 0; h < H; h++) {
+            const int sp = h3_sm90_grid_row_split(&plan, h, rows[r]);
+            const uint16_t *ref = (sp ? Os : Ou) + (size_t)rows[r] * I + h * D;
+            nsplit += sp;
+            same &= !memcmp(Ot + (size_t)r * I + h * D, ref, D * 2) &&
+                    lt[(size_t)h * nr + r] == (sp ? ls : lu)[(size_t)h * S + rows[r]];
+        }
+    char what[128];
+    snprintf(what, sizeof what, "a plan's split rows (%d of %d sampled) as all-split, the rest as unsplit", nsplit,
+             nr * H);
+    same &= nsplit > 0 && nsplit < nr * H;
+    printf("  %-58s %s\n", what, same ? "ok" : "FAIL");
+    if (!same) g_fail = 1;
+
+    /* (e) */
+    const cpu_attn_split no_pred = {NULL, NULL};
+    int refused = cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 64, &all, 1, rows, 3, Ot, lt) == -1 &&
+                  isnan(h3_bf16_to_f32(Ot[0])) && isnan(lt[0]);
+    refused &= cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, &no_pred, 1, rows, 3, Ot, lt) == -1 &&
+               isnan(h3_bf16_to_f32(Ot[0])) && isnan(lt[0]);
+    printf("  %-58s %s\n", "split with key_tile 64, or no predicate -> -1, NaN", refused ? "ok" : "FAIL");
+    if (!refused) g_fail = 1;
+    free(q); free(k); free(v); free(Ox); free(Ou); free(Os); free(Ot); free(q8); free(k8); free(vt8); free(sc);
+    free(mu); free(lu); free(ls); free(lt);
 }
 
 /* The attention's fast e4m3 rounding equals numerics.h's encoder. */
@@ -588,7 +735,7 @@ static void run_report(void)
         printf("| %s | exact FP32 (BF16 out) | float64 | %.3f%% | %.3e | %.3e |\n", in, 100 * e.rel_rms, e.rmse,
                e.max_abs);
         for (int kt = 32; kt <= 128; kt *= 4) {
-            cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, 1, NULL, S, Of, NULL);
+            cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, kt, NULL, 1, NULL, S, Of, NULL);
             e = err_bf16(Of, Oe, n);
             printf("| %s | emulated FP8, key tile %d | exact FP32 | %.3f%% | %.3e | %.3e |\n", in, kt,
                    100 * e.rel_rms, e.rmse, e.max_abs);
@@ -616,6 +763,7 @@ int main(int argc, char **argv)
     test_lossless();
     test_fp8_error();
     test_v_smoothing();
+    test_split_rows();
     printf("test_cpu_attention: %s\n", g_fail ? "FAILED" : "passed");
     return g_fail;
 }

@@ -726,7 +726,8 @@ static void test_block(void)
             float *sc = malloc((size_t)3 * H * G * 4);
             cpu_qk_norm_rope_quant(&c, qkv, pos, wt.w[H3_T_QNORM], wt.w[H3_T_KNORM], S, NULL, 0, q8, q8 + n8, q8 + 2 * n8, sc,
                                    sc + H * G, sc + 2 * H * G);
-            cpu_attention_fp8(q8, q8 + n8, q8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, 1, NULL, S, o, NULL);
+            cpu_attention_fp8(q8, q8 + n8, q8 + 2 * n8, sc, sc + H * G, sc + 2 * H * G, NULL, S, H, 32, NULL, 1, NULL,
+                              S, o, NULL);
             free(q8); free(sc);
         }
         chain_gemm(fp8, o, wt.w[H3_T_OUT], S, C, I, y);

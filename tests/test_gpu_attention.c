@@ -1,5 +1,6 @@
 /* test_gpu_attention.c — every FP8 attention kernel of the build against its
- * CPU twin (cpu_attention_fp8 with the kernel's key tile) and against exact
+ * CPU twin (cpu_attention_fp8 with the kernel's key tile, and the Hopper
+ * three-consumer kernel's split rows from its grid) and against exact
  * FP32 attention (the FP8 error, reported), on tile-edge shapes, random
  * per-group scales, one-dominant-key rows, FA3's stress distribution and
  * model-like data (sharp rows, sinks, outlier dims, V means; DIST_MODEL).
@@ -39,6 +40,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "attn/sm90_grid.h"
 #include "cuda_check.h"
 #include "cpu_ref.h"
 #include "kernels.h"
@@ -61,7 +63,13 @@ typedef struct {
     int key_tile;
     int fp8_accumulate; /* the QK^T dots come from FP8 tensor-core accumulation (wgmma) */
     int smooth;         /* V smoothing: V quantised less its mean (h3k_v_mean), the kernel adds it back */
+    /* the Hopper three-consumer kernel's grid for (S, H) (h3k_attn_fp8_sm90_grid): the emulation runs its split
+     * rows as the kernel does (cpu_attn_split); NULL: a kernel without split rows */
+    int (*grid)(int S, int H, h3_sm90_grid *grid);
 } kernel_desc;
+
+/* cpu_attn_split's predicate over an h3_sm90_grid */
+static int grid_row_split(const void *grid, int h, int i) { return h3_sm90_grid_row_split(grid, h, i); }
 
 static int g_pass = 0, g_fail = 0;
 static int g_max_s = 1 << 30; /* --quick / --max-s: skip cases with S above this (compute-sanitizer runs) */
@@ -300,7 +308,13 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     const int nr = pick_rows(S, H, rows);
     uint16_t *Oe = malloc((size_t)nr * I * 2), *Ox = malloc((size_t)nr * I * 2);
     float *Le = malloc(sizeof(float) * H * nr), *Lx = malloc(sizeof(float) * H * nr);
-    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, kd->key_tile, 1, rows, nr, Oe, Le);
+    h3_sm90_grid grid;
+    const cpu_attn_split grid_split = {grid_row_split, &grid}, *split = kd->grid ? &grid_split : NULL;
+    if (kd->grid) {
+        const int rc = kd->grid(S, H, &grid);
+        CHECK(rc == 0, "%s: its grid for S = %d, H = %d: %s", kd->name, S, H, cudaGetErrorString((cudaError_t)rc));
+    }
+    cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, kd->key_tile, split, 1, rows, nr, Oe, Le);
     cpu_attention_exact(q, k, v, S, H, rows, nr, Ox, Lx);
     h3t_stats ee = {0}, ex = {0}, cx = {0}; /* gpu vs emulation, gpu vs exact, emulation vs exact */
     double lse_err = 0.0;
@@ -380,7 +394,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
                     svt[h * G + g] = sv[h * G + g] < mx ? (float)(sv[h * G + g] * (w ? 1.0 - delta : 1.0 + delta))
                                                         : sv[h * G + g];
             }
-            cpu_attention_fp8(q8, k8, vt8, sq, sk, svt, mu, S, H, kd->key_tile, 1, rows, nr, Ot[w], Lt);
+            cpu_attention_fp8(q8, k8, vt8, sq, sk, svt, mu, S, H, kd->key_tile, split, 1, rows, nr, Ot[w], Lt);
         }
         double *pe = malloc(sizeof(double) * npairs * 3); /* [pair]: rel err, se, sref (closest emulation) */
         kept = (h3t_stats){0};
@@ -563,12 +577,16 @@ int main(int argc, char **argv)
     /* On sm_90 the portable kernel's e4m3 mma.sync runs as FP16 HMMA (ptxas
      * unpacks e4m3 to f16), whose FP32 accumulation is exact here; on sm_89
      * and sm_120 it is a native FP8 MMA with the truncating accumulator. */
-    kernels[nk++] = (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 0};
-    kernels[nk++] = (kernel_desc){"mma+vsmooth", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 1};
-    /* with V smoothed, attn_fp8_sm90 runs its other kernel (dit_block's default on Hopper) */
+    kernels[nk++] =
+        (kernel_desc){"attn_fp8_mma", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 0, NULL};
+    kernels[nk++] =
+        (kernel_desc){"mma+vsmooth", h3k_attn_fp8_mma, h3k_attn_fp8_mma_key_tile(), prop.major != 9, 1, NULL};
+    /* with V smoothed, attn_fp8_sm90 runs its other kernel (dit_block's default on Hopper), on the grid with
+     * split CTAs */
     if (h3k_attn_fp8_sm90_available() == 1) {
-        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 0};
-        kernels[nk++] = (kernel_desc){"sm90+vsmooth", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 1};
+        kernels[nk++] = (kernel_desc){"attn_fp8_sm90", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 0, NULL};
+        kernels[nk++] = (kernel_desc){"sm90+vsmooth", h3k_attn_fp8_sm90, h3k_attn_fp8_sm90_key_tile(), 1, 1,
+                                      h3k_attn_fp8_sm90_grid};
     } else if (prop.major == 9 && prop.minor == 0) {
 #ifdef H3_BUILT_SM90A
         printf("FAIL attn_fp8_sm90: this build has sm_90a code and the device is sm_90, but the kernel is not "
@@ -596,7 +614,8 @@ int main(int argc, char **argv)
         h3lab_select(variant);
         printf("lab variant: %s\n", h3lab_attn_sm90_name(variant));
         nk = 0;
-        kernels[nk++] = (kernel_desc){vname, h3lab_attn_sm90_selected, h3k_attn_fp8_sm90_key_tile(), 1, sm};
+        kernels[nk++] = (kernel_desc){vname, h3lab_attn_sm90_selected, h3k_attn_fp8_sm90_key_tile(), 1, sm,
+                                      h3lab_attn_sm90_selected_grid};
     }
 #endif
 

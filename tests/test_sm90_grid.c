@@ -2,6 +2,11 @@
  * sm90_grid.h), on the CPU:
  *   - every query row of every head is owned by exactly one CTA, whole CTAs
  *     on 192-row tiles, split ones on 64-row blocks, none past the head;
+ *   - h3_sm90_grid_row_split says split exactly for the rows whose CTA is
+ *     split (what the CPU emulation is told, cpu_ref.h cpu_attn_split);
+ *   - the three parts of a split CTA's key tiles (h3_sm90_split_first_tile)
+ *     are contiguous, in order, cover every tile and are never empty when
+ *     the plan splits (nkt >= 3);
  *   - the plan's time estimate equals a simulation of the hardware's order
  *     (each CTA in index order onto the SM that frees first; a whole CTA 3
  *     thirds, a split one 1), written here independently of the header's
@@ -56,10 +61,11 @@ static int simulate_grid(const h3_sm90_grid *g, int sms)
     return t;
 }
 
-/* Each row of each head owned once; returns 0 on a failure (reported). */
+/* Each row of each head owned once, and h3_sm90_grid_row_split says split
+ * exactly where its CTA is split; returns 0 on a failure (reported). */
 static int check_cover(const h3_sm90_grid *g, int S, int H)
 {
-    unsigned char *own = calloc((size_t)S * (size_t)H, 1);
+    unsigned char *own = calloc((size_t)S * (size_t)H, 1), *split = calloc((size_t)S * (size_t)H, 1);
     int ok = 1;
     for (int b = 0; b < g->full + g->split && ok; ++b) {
         const h3_sm90_cta c = h3_sm90_grid_cta(g, b);
@@ -69,21 +75,47 @@ static int check_cover(const h3_sm90_grid *g, int S, int H)
             ok = 0;
             break;
         }
-        for (int r = c.row0; r < c.row0 + rows && r < S; ++r) ++own[(size_t)c.h * S + r];
+        for (int r = c.row0; r < c.row0 + rows && r < S; ++r) {
+            ++own[(size_t)c.h * S + r];
+            split[(size_t)c.h * S + r] = (unsigned char)c.split;
+        }
     }
     for (size_t i = 0; ok && i < (size_t)S * H; ++i)
         if (own[i] != 1) {
             CHECK(0, "S=%d H=%d: row %zu of head %zu owned by %d CTAs", S, H, i % (size_t)S, i / (size_t)S, own[i]);
             ok = 0;
         }
+    for (size_t i = 0; ok && i < (size_t)S * H; ++i) {
+        const int h = (int)(i / (size_t)S), r = (int)(i % (size_t)S), says = h3_sm90_grid_row_split(g, h, r) != 0;
+        if (says != split[i]) {
+            CHECK(0, "S=%d H=%d: row %d of head %d: its CTA is %s, h3_sm90_grid_row_split says %s", S, H, r, h,
+                  split[i] ? "split" : "whole", says ? "split" : "whole");
+            ok = 0;
+        }
+    }
     free(own);
+    free(split);
     return ok;
+}
+
+/* The parts of nkt key tiles: part j from h3_sm90_split_first_tile(j) to
+ * that of j + 1, from tile 0 to nkt, none empty when nkt >= 3. */
+static void check_parts(int nkt)
+{
+    CHECK(h3_sm90_split_first_tile(0, nkt) == 0 && h3_sm90_split_first_tile(3, nkt) == nkt,
+          "nkt=%d: the parts run from tile %d to %d", nkt, h3_sm90_split_first_tile(0, nkt),
+          h3_sm90_split_first_tile(3, nkt));
+    for (int j = 0; j < 3; ++j) {
+        const int n = h3_sm90_split_first_tile(j + 1, nkt) - h3_sm90_split_first_tile(j, nkt);
+        CHECK(n >= (nkt >= 3 ? 1 : 0), "nkt=%d: part %d has %d tiles", nkt, j, n);
+    }
 }
 
 static void check_plan(int S, int H, int sms)
 {
     const h3_sm90_grid g = h3_sm90_grid_plan(S, H, sms, 1), p = h3_sm90_grid_plan(S, H, sms, 0);
     const int nkt = (S + 127) / 128;
+    check_parts(nkt);
     CHECK(p.split == 0 && p.full == H * ((S + 191) / 192), "S=%d H=%d: the plain grid has %d + %d CTAs", S, H, p.full,
           p.split);
     if (!check_cover(&g, S, H) || !check_cover(&p, S, H)) return;
@@ -125,6 +157,8 @@ int main(void)
               quoted[i].S, g.thirds, p.thirds, quoted[i].plan, quoted[i].plain);
     }
     if (g_fail) return 1;
-    printf("ok: %d grids (S, H, SMs): rows owned once, estimates = simulation, no better conversion count\n", n);
+    printf("ok: %d grids (S, H, SMs): rows owned once, split rows as h3_sm90_grid_row_split says, key-tile parts "
+           "cover, estimates = simulation, no better conversion count\n",
+           n);
     return 0;
 }

@@ -340,8 +340,8 @@ int main(int argc, char **argv)
         draw_qkv(seed, mix, (int)S, (int)H, t);
         for (int rot = 0; rot < 2; rot++) {
             cpu_quant_fp8((int)S, (int)H, q, k, v, NULL, 0, NULL, rot, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
-            cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, (int)S, (int)H, 128, 1, NULL, (int)S,
-                              Oc[rot], NULL);
+            cpu_attention_fp8(q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G, NULL, (int)S, (int)H, 128, NULL, 1, NULL,
+                              (int)S, Oc[rot], NULL);
         }
         sums acc;
         memset(&acc, 0, sizeof acc);

@@ -12,7 +12,9 @@
  *     (sm90_wg3.cuh), with its per-tile softmax scalars in shared memory
  *     while the table fits (S_pad <= 376,448), without them beyond, on the
  *     grid of sm90_grid.h: whole 192-query CTAs, then split 64-query ones
- *     that fill the last wave (with the table up to S_pad = 188,416).
+ *     that fill the last wave (with the table up to S_pad = 188,416);
+ *     h3k_attn_fp8_sm90_grid gives the plan, to the launch and to the
+ *     checks whose emulation must know the split rows.
  *   V as it is (vmu == NULL): the two-consumer warp-specialised kernel
  *     (sm90_ws.cuh).
  * Both fold every key tile's P V into FP32 O, so both keep the contract on
@@ -88,6 +90,14 @@ int device_sms()
 }
 } // namespace
 
+extern "C" int h3k_attn_fp8_sm90_grid(int S, int H, h3_sm90_grid *grid)
+{
+    if (S < 1 || H < 1 || !grid) return (int)cudaErrorInvalidValue;
+    const int S_pad = (S + kBN - 1) / kBN * kBN;
+    *grid = h3_sm90_grid_plan(S, H, device_sms(), choose_wg3(S_pad).may_split);
+    return 0;
+}
+
 extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed)
 {
     return smoothed ? "wg3: three consumer warpgroups, each tile's P V folded into FP32 O, V's mean added"
@@ -155,7 +165,8 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
         return (int)cudaGetLastError();
     }
     const Wg3Launch v = choose_wg3(S_pad);
-    const h3_sm90_grid grid = h3_sm90_grid_plan(S, H, device_sms(), v.may_split);
+    h3_sm90_grid grid;
+    if ((e = h3k_attn_fp8_sm90_grid(S, H, &grid)) != 0) return e;
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem);
     if (ce != cudaSuccess) return (int)ce;
     v.fn<<<grid.full + grid.split, kWg3Threads, (size_t)v.smem, st>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, O,

@@ -17,17 +17,21 @@
  * count that minimises the estimated time in thirds of T (`thirds`).
  * Without splitting (fewer than 3 key tiles, or the caller says no) the grid
  * is the plain one: `full` = H * ceil(S / 192) whole CTAs, the last of each
- * head ragged. */
+ * head ragged.
+ * A split row's P8 is rounded against its part's running max, not the
+ * row's: the CPU emulation models that (cpu_ref.h, cpu_attn_split) from the
+ * plan the launch runs (h3k_attn_fp8_sm90_grid, kernels.h) and
+ * h3_sm90_grid_row_split. */
 #ifndef H3_SM90_GRID_H
 #define H3_SM90_GRID_H
 
 #ifdef __CUDACC__
 #define H3_HD __host__ __device__ __forceinline__
 #else
-#define H3_HD
+#define H3_HD static inline
 #endif
 
-typedef struct {
+typedef struct h3_sm90_grid { /* tagged: kernels.h declares it without this header */
     int tiles;  /* 192-row tiles per head that run as whole CTAs (counting the ragged one when not split) */
     int full;   /* whole CTAs: blocks [0, full) */
     int conv;   /* whole tiles (the last ones of the head-major order) run as 3 split CTAs each */
@@ -98,5 +102,22 @@ H3_HD h3_sm90_cta h3_sm90_grid_cta(const h3_sm90_grid *g, int b)
     c.h = p / g->nrag, c.row0 = g->tiles * 192 + p % g->nrag * 64;
     return c;
 }
+
+/* Whether query row i (< S) of head h runs in a split CTA of grid g (the
+ * CTA h3_sm90_grid_cta gives it says split): the ragged rows past the
+ * whole tiles (only a split grid has any: the plain grid's `tiles` counts
+ * the ragged tile) and the rows of the converted tiles, the last ones of the
+ * head-major order. */
+H3_HD int h3_sm90_grid_row_split(const h3_sm90_grid *g, int h, int i)
+{
+    return i >= g->tiles * 192 || h * g->tiles + i / 192 >= g->full;
+}
+
+/* The first of the nkt key tiles that part j (0..2) of a split CTA takes
+ * (first(3) = nkt): consumer warpgroup j runs tiles [first(j), first(j +
+ * 1)) from a fresh running max, and the producer loads them into its ring.
+ * Every part has a tile when nkt >= 3, the plan's condition for
+ * splitting. */
+H3_HD int h3_sm90_split_first_tile(int j, int nkt) { return j * nkt / 3; }
 
 #endif

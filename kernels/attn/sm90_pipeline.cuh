@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "sm90_grid.h"
 #include "sm90_layout.cuh"
 
 namespace sm90 {
@@ -154,10 +155,6 @@ static __device__ __forceinline__ void produce(const Bars<St> &bars, uint32_t sQ
     produce_kv<St>(bars, sK, sV, tmK, tmV, row0, h, nkt);
 }
 
-/* Consumer WG j of a split CTA (sm90_grid.h) takes key tiles [j nkt / 3,
- * (j + 1) nkt / 3). */
-static __device__ __forceinline__ int split_first_tile(int j, int nkt) { return j * nkt / 3; }
-
 /* The producer thread's whole work for a split CTA of the three-consumer
  * kernel: its 64 queries (rows q0.. of head h) as one box into sQ on WG 0's
  * qfull, then the three WGs' key ranges round robin, each into its own ring
@@ -177,8 +174,8 @@ static __device__ __forceinline__ void produce_split(uint32_t sQ, uint32_t sK, u
     const int len = (nkt + 2) / 3; /* the longest range */
     for (int i = 0; i < len; ++i)
         for (int j = 0; j < 3; ++j) {
-            const int n = split_first_tile(j, nkt) + i;
-            if (n >= split_first_tile(j + 1, nkt)) continue;
+            const int n = h3_sm90_split_first_tile(j, nkt) + i;
+            if (n >= h3_sm90_split_first_tile(j + 1, nkt)) continue;
             const uint32_t k = sK + (uint32_t)j * ring;
             load_kv<St>(Bars<St>{k + 2 * St * kTile}, k, k + St * kTile, tmK, tmV, row0, h, n, i);
         }

@@ -50,8 +50,8 @@
 static __device__ __forceinline__ void merge_partials(Consumer &c, uint32_t p1, uint32_t p2)
 {
     float4 a, b;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w) : "r"(p1 + 16u * 2048u));
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w) : "r"(p2 + 16u * 2048u));
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w) : "r"(p1 + 16u * 2048u) : "memory");
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w) : "r"(p2 + 16u * 2048u) : "memory");
     const float M0 = fmaxf(c.m0, fmaxf(a.x, b.x)), M1 = fmaxf(c.m1, fmaxf(a.y, b.y));
     const float e0 = ex2(c.m0 - M0), e1 = ex2(c.m1 - M1);
     const float f0 = ex2(a.x - M0), f1 = ex2(a.y - M1), g0 = ex2(b.x - M0), g1 = ex2(b.y - M1);
@@ -63,10 +63,12 @@ static __device__ __forceinline__ void merge_partials(Consumer &c, uint32_t p1, 
     for (int j = 0; j < 16; ++j) {
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(a.x), "=f"(a.y), "=f"(a.z), "=f"(a.w)
-                     : "r"(p1 + 2048u * (uint32_t)j));
+                     : "r"(p1 + 2048u * (uint32_t)j)
+                     : "memory");
         asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                      : "=f"(b.x), "=f"(b.y), "=f"(b.z), "=f"(b.w)
-                     : "r"(p2 + 2048u * (uint32_t)j));
+                     : "r"(p2 + 2048u * (uint32_t)j)
+                     : "memory");
         c.o[4 * j + 0] = c.o[4 * j + 0] * e0 + a.x * f0 + b.x * g0;
         c.o[4 * j + 1] = c.o[4 * j + 1] * e0 + a.y * f0 + b.y * g0;
         c.o[4 * j + 2] = c.o[4 * j + 2] * e1 + a.z * f1 + b.z * g1;
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                  const float *__restrict__ sq, const float *__restrict__ sk,
                                  const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
-                                 int S_pad, const h3_sm90_grid grid, uint16_t *__restrict__ O,
+                                 int S_pad, const __grid_constant__ h3_sm90_grid grid, uint16_t *__restrict__ O,
                                  float *__restrict__ lse)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -143,7 +145,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         int qrow0, n0, len;
         uint32_t sQw, sK, tb, qbar;
         if (cta.split) {
-            qrow0 = cta.row0, n0 = split_first_tile(wgi, nkt), len = split_first_tile(wgi + 1, nkt) - n0;
+            qrow0 = cta.row0, n0 = h3_sm90_split_first_tile(wgi, nkt), len = h3_sm90_split_first_tile(wgi + 1, nkt) - n0;
             sQw = base, sK = base + LS::kOffK + (uint32_t)wgi * LS::kRing;
             tb = base + LS::kOffTab + 16u * (uint32_t)n0; /* one table, each WG its own range */
             qbar = base + LS::kOffK + 2 * kStages * kTile; /* WG 0's: the Q box arrives there */
