@@ -77,6 +77,8 @@ fi
 # a prebuilt FA3 (build_fa3.sh's BUILD_DIR without src/, ~6 MB) carried as
 # .peers/fa3min serves the profiles and pyattn steps without the fa3 step
 [ -z "${H3_FA3_PATH:-}" ] && [ -f .peers/fa3min/flash_attn_interface.py ] && export H3_FA3_PATH=$PWD/.peers/fa3min
+# and a prebuilt FlashInfer (build_flashinfer.sh's output, ~25 MB) as .peers/flashinfer_min
+[ -z "${H3_FLASHINFER_PATH:-}" ] && [ -d .peers/flashinfer_min/flashinfer ] && export H3_FLASHINFER_PATH=$PWD/.peers/flashinfer_min
 for s in $steps; do
   case $s in
   build)
@@ -230,7 +232,8 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     done
     py_env
     timeout 400 python3 tools/bench/peers_attention.py --qkv "$(IFS=,; echo "${files[*]}")" \
-      --impls "${H3_PYBENCH_IMPLS:-h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8}" ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
+      --impls "${H3_PYBENCH_IMPLS:-h3block,cudnn_bf16,flash_bf16,cudnn_fp8_e2e,cudnn_fp8}" ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} \
+      ${H3_FLASHINFER_PATH:+--flashinfer-path "$H3_FLASHINFER_PATH"} --json "$OUT/pybench_attention.json" >"$OUT/pybench.log" 2>&1
     summary+=("pybench attention: rc=$?"); grep -vE "^\s*$" "$OUT/pybench.log" | tail -30 ;;
   pyblock)
     log "diffusers' block with each attention processor"

@@ -2,7 +2,7 @@
 """peers_attention.py — the attention peers of h3block, timed in one process on one GPU.
 
     python3 tools/bench/peers_attention.py [--seqs 4096,8192,16384,30272,75600] [--heads 56]
-        [--reps 10] [--warmup 2] [--impls LIST] [--fa3-path DIR] [--json FILE]
+        [--reps 10] [--warmup 2] [--impls LIST] [--fa3-path DIR] [--flashinfer-path DIR] [--json FILE]
     python3 tools/bench/peers_attention.py --qkv q1.safetensors[,q2.safetensors...] [same options]
 
 Inputs: without --qkv, random N(0,1) q/k/v per S (profile 'randn'). With --qkv, each file holds
@@ -21,6 +21,12 @@ Peers (DESIGN.md §6), non-causal, B = 1, D = 128, q/k/v stored [B][S][H][D] (ou
               build_fa3.sh): e4m3 q/k/v with one scale per (batch, head) = amax/448 (1 if amax
               is 0), q8 = e4m3_rne(clamp(x/s, +-448)), descales [B][H] FP32; O in BF16.
   fa3_bf16    FlashAttention-3's BF16 forward.
+  flashinfer_fp8  FlashInfer's FP8 prefill on its FA3-based Hopper backend
+              (flashinfer.prefill.single_prefill_with_kv_cache(..., backend="fa3"), prebuilt by
+              build_flashinfer.sh): q/k/v [S][H][D] (NHD), e4m3 with one scale per head =
+              amax/448 (1 if amax is 0), quantised as fa3_fp8; scale_q/scale_k/scale_v [H] FP32
+              (dequantisation factors); O in BF16 (o_dtype); sm_scale 1/sqrt(128), non-causal.
+  flashinfer_bf16  the same call in BF16.
   sdpa_math   torch SDPA math backend in BF16 (not a peer: it materialises S x S, small S
               only; for a logic check with --device cpu).
   h3block     ours through the Python package (h3block.attention, python/): BF16 q/k/v in,
@@ -29,10 +35,16 @@ Peers (DESIGN.md §6), non-causal, B = 1, D = 128, q/k/v stored [B][S][H][D] (ou
               gets. Library: H3BLOCK_LIBRARY or the installed package.
   cudnn_fp8_e2e  cudnn_fp8 timed from BF16 q/k/v: its per-tensor quantisation (torch ops, as
               cudnn_fp8 below) and, for an e4m3 O, the conversion back to BF16, included.
-The FP8 quantisation is not timed for cudnn_fp8 and fa3_fp8 (the kernel alone); it is for
+The FP8 quantisation is not timed for cudnn_fp8, fa3_fp8 and flashinfer_fp8 (the kernel alone;
+FlashInfer's call takes its O and a 32 MiB workspace from torch's allocator, as FA3 its O); it is for
 h3block and cudnn_fp8_e2e. FA3 is
-imported from --fa3-path DIR (put first on sys.path) or from the environment; when it, or the
-cudnn frontend, cannot be imported, its rows say 'unavailable: <reason>'.
+imported from --fa3-path DIR (put first on sys.path) or from the environment; FlashInfer from
+--flashinfer-path DIR (build_flashinfer.sh's OUT_DIR: flashinfer/ with its prebuilt sm_90a modules
+in flashinfer/data/aot/, and tvm_ffi/; put first on sys.path) or from the environment, with
+FLASHINFER_DISABLE_JIT=1 (a module not prebuilt is an error, never an nvcc run; set it empty to
+allow JIT) and FLASHINFER_WORKSPACE_BASE=<temp folder>/flashinfer_ws unless the environment sets
+them; when one of these, or the cudnn frontend, cannot be imported, its rows say 'unavailable:
+<reason>'.
 Timing: several copies of the input set rotated so L2 holds no copy (>= 2, more while the set
 is < 3x L2), CUDA events around each call, warm-up, median of --reps (>= 10). TFLOPS =
 4 S^2 D H / t.
@@ -61,8 +73,8 @@ from h3cli import Parser
 D = 128
 EXACT_ROWS = 1024  # R = min(S, EXACT_ROWS): shared with the C side, keep identical
 DEFAULT_IMPLS = "cudnn_bf16,flash_bf16,cudnn_fp8,fa3_fp8,fa3_bf16"
-KNOWN_IMPLS = ("cudnn_bf16", "flash_bf16", "cudnn_fp8", "cudnn_fp8_e2e", "fa3_fp8", "fa3_bf16", "sdpa_math",
-               "h3block")
+KNOWN_IMPLS = ("cudnn_bf16", "flash_bf16", "cudnn_fp8", "cudnn_fp8_e2e", "fa3_fp8", "fa3_bf16", "flashinfer_fp8",
+               "flashinfer_bf16", "sdpa_math", "h3block")
 E4M3_MAX = 448.0
 
 
@@ -287,6 +299,38 @@ def import_fa3(path):
     return None, "; ".join(errs)[:600], info
 
 
+def import_flashinfer(path):
+    """Returns (single_prefill_with_kv_cache or None, reason or None, info dict). Sets
+    FLASHINFER_DISABLE_JIT=1 and FLASHINFER_WORKSPACE_BASE (where FlashInfer writes the sources it
+    renders, never compiled here) unless the environment has them."""
+    info = {}
+    if path:
+        if not os.path.isdir(path):
+            return None, f"--flashinfer-path {path}: no such directory", info
+        sys.path.insert(0, os.path.abspath(path))
+    os.environ.setdefault("FLASHINFER_DISABLE_JIT", "1")
+    import tempfile
+    os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(tempfile.gettempdir(), "flashinfer_ws"))
+    try:
+        import flashinfer
+        from flashinfer.prefill import single_prefill_with_kv_cache
+    except Exception as e:  # noqa: BLE001 - ImportError, OSError from tvm_ffi's library, ...
+        return None, f"import flashinfer: {type(e).__name__}: {e}".splitlines()[0][:600], info
+    info["flashinfer_module"] = getattr(flashinfer, "__file__", "flashinfer")
+    info["flashinfer_version"] = getattr(flashinfer, "__version__", "?")
+    build = os.path.join(os.path.dirname(os.path.dirname(info["flashinfer_module"])), "flashinfer_build.json")
+    if os.path.isfile(build):
+        try:
+            with open(build) as f:
+                rec = json.load(f)
+            info["flashinfer_build"] = {k: rec.get(k) for k in ("flashinfer_python", "flashinfer_commit",
+                                                                "apache_tvm_ffi", "arch", "nvcc", "torch")}
+            info["flashinfer_build"]["modules"] = [m.get("name") for m in rec.get("modules", [])]
+        except Exception as e:  # noqa: BLE001 - an unreadable record is not fatal
+            info["flashinfer_build"] = f"unreadable: {e}"
+    return single_prefill_with_kv_cache, None, info
+
+
 def first_line(e):
     msg = f"{type(e).__name__}: {e}".strip().splitlines()
     return (msg[0] if msg else "?")[:400], "\n".join(msg)[:4000]
@@ -343,6 +387,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--impls", default=DEFAULT_IMPLS, help=f"comma list of {', '.join(KNOWN_IMPLS)}")
     ap.add_argument("--fa3-path", help="folder with FA3's flash_attn_interface (build_fa3.sh's BUILD_DIR)")
+    ap.add_argument("--flashinfer-path", help="folder with a prebuilt FlashInfer (build_flashinfer.sh's OUT_DIR, "
+                    "e.g. .peers/flashinfer_min)")
     ap.add_argument("--no-exact", action="store_true", help="skip the FP64 exact reference (no err_vs_exact)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a logic check at tiny sizes "
@@ -404,15 +450,23 @@ def main():
         except Exception as e:  # noqa: BLE001
             info["cudnn_frontend_error"] = first_line(e)[0]
             print(f"peers_attention: import cudnn failed: {info['cudnn_frontend_error']}", flush=True)
-    fa3, fa3_err = None, None
-    if any(s.startswith("fa3_") for s in impls):
-        fa3, fa3_err, fa3_info = import_fa3(args.fa3_path)
-        info.update(fa3_info)
-        if fa3_err:
-            info["fa3_error"] = fa3_err
-            print(f"peers_attention: FA3 unavailable: {fa3_err}", flush=True)
+    def load_peer(prefix, label, importer, path, key):
+        """An optional peer (FA3, FlashInfer): (module or call, error), its facts into info."""
+        if not any(s.startswith(prefix) for s in impls):
+            return None, None
+        mod, err, peer_info = importer(path)
+        info.update(peer_info)
+        if err:
+            info[f"{key}_error"] = err
+            print(f"peers_attention: {label} unavailable: {err}", flush=True)
         else:
-            print(f"peers_attention: FA3 from {info.get('fa3_module')}", flush=True)
+            version = info.get(f"{key}_version")
+            print(f"peers_attention: {label}{' ' + version if version else ''} from {info.get(key + '_module')}",
+                  flush=True)
+        return mod, err
+
+    fa3, fa3_err = load_peer("fa3_", "FA3", import_fa3, args.fa3_path, "fa3")
+    fi_call, fi_err = load_peer("flashinfer_", "FlashInfer", import_flashinfer, args.flashinfer_path, "flashinfer")
     print(f"peers_attention on {dev_name}: torch {torch.__version__}, cuDNN {info['cudnn_backend']}, "
           f"frontend {info.get('cudnn_frontend', 'n/a')}, {args.warmup} warm-up + {args.reps} timed, median; "
           f"inputs: {'files ' + ','.join(files) if files else 'N(0,1)'}", flush=True)
@@ -433,7 +487,7 @@ def main():
             doc.setdefault("cases", [])
             doc["cases"] = [c for c in doc["cases"] if c.get("tag") != args.tag] + \
                 [dict(c, tag=args.tag) for c in info["cases"]]
-            for key in ("cudnn_frontend", "fa3_module", "fa3_build"):
+            for key in ("cudnn_frontend", "fa3_module", "fa3_build", "flashinfer_module", "flashinfer_build"):
                 if key in info:
                     doc[key + args.tag] = info[key]
             with open(args.merge_into, "w") as f:
@@ -522,7 +576,7 @@ def main():
                     ref = exact_reference(torch, *sets[0], rows)
                     case["exact_ref_s"] = round(time.time() - te, 2)
                     # The floor of FP8 inputs alone: exact attention on quantised-then-dequantised q, k, v.
-                    if any(s in impls for s in ("fa3_fp8", "cudnn_fp8")):
+                    if any(s in impls for s in ("fa3_fp8", "cudnn_fp8", "flashinfer_fp8")):
                         floors = {}
                         for scheme, qf in (("per_head", quantise_per_head), ("per_tensor", quantise_per_tensor)):
                             dq = []
@@ -637,6 +691,42 @@ def main():
                             raise RuntimeError(f"FA3 returned O of shape {tuple(o.shape)}, want {(1, S, H, D)}")
                         row["o_dtype"] = str(o.dtype).replace("torch.", "")
                         if name == "fa3_fp8":
+                            del qsets
+                    elif name in ("flashinfer_fp8", "flashinfer_bf16"):
+                        if fi_call is None:
+                            raise Unavailable(fi_err)
+                        if not cuda:
+                            raise Unavailable("FlashInfer's fa3 backend needs a CUDA device")
+                        sm = 1.0 / math.sqrt(D)
+                        if name == "flashinfer_fp8":
+                            qsets = []
+                            for st in sets:  # [1][S][H][D] -> [S][H][D] (NHD), scales [1][H] -> [H]
+                                (q8, dq), (k8, dk), (v8, dv) = [quantise_per_head(torch, x) for x in st]
+                                qsets.append((q8[0], k8[0], v8[0], dq[0], dk[0], dv[0]))
+
+                            def call(i):
+                                q8, k8, v8, dq, dk, dv = qsets[i]
+                                return fi_call(q8, k8, v8, scale_q=dq, scale_k=dk, scale_v=dv, o_dtype=torch.bfloat16,
+                                               causal=False, sm_scale=sm, backend="fa3")
+                            row["scales"] = "per head, amax/448"
+                        else:
+                            def call(i):
+                                return fi_call(*[x[0] for x in sets[i]], causal=False, sm_scale=sm, backend="fa3")
+                        try:
+                            call(0)  # the module's load: a missing prebuilt module fails here, untimed
+                        except Exception as e:  # noqa: BLE001
+                            if type(e).__name__ == "MissingJITCacheError":
+                                raise Unavailable(f"no prebuilt module for this call ({first_line(e)[0][:200]}); "
+                                                  "build_flashinfer.sh makes it") from None
+                            raise
+                        med, mn = time_calls(torch, call, nsets, args.warmup, args.reps, cuda)
+                        o = call(0)
+                        torch.cuda.synchronize()
+                        if tuple(o.shape) != (S, H, D):
+                            raise RuntimeError(f"FlashInfer returned O of shape {tuple(o.shape)}, want {(S, H, D)}")
+                        o = o.unsqueeze(0)
+                        row["o_dtype"] = str(o.dtype).replace("torch.", "")
+                        if name == "flashinfer_fp8":
                             del qsets
                     else:
                         raise ValueError(f"unknown impl {name}")

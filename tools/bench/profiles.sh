@@ -13,12 +13,15 @@
 #                        h3_fp8_mma = the portable kernel), and, in a build
 #                        with the lab (-DH3_LAB=ON), each lab variant of
 #                        H3_VARIANTS (e.g. "147 151") alone, as vN
-#   peers_attention.py   H3_PEERS (default cudnn_bf16,cudnn_fp8,fa3_fp8); FA3 from
-#                        H3_FA3_PATH (a build of tools/bench/build_fa3.sh)
+#   peers_attention.py   H3_PEERS (default cudnn_bf16,cudnn_fp8,fa3_fp8, and
+#                        flashinfer_fp8 with H3_FLASHINFER_PATH); FA3 from
+#                        H3_FA3_PATH (a build of tools/bench/build_fa3.sh),
+#                        FlashInfer from H3_FLASHINFER_PATH (build_flashinfer.sh)
 # then tools/bench/profiles_table.py prints one table (ms, TFLOPS, error vs
 # exact per kernel, profile and S) and writes $OUT/profiles.json.
 # Env: H3_BENCH_TMP (/tmp/h3prof: weights, inputs, q/k/v files; kept, reused),
-# H3_BENCH_REPS (10), H3_VARIANTS, H3_PEERS, H3_FA3_PATH, OUT (./out).
+# H3_BENCH_REPS (10), H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_FLASHINFER_PATH,
+# OUT (./out).
 # Needs a GPU, PyTorch with safetensors, and (for cudnn_fp8) the cuDNN frontend.
 set -uo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || [ $# -lt 1 ]; then
@@ -31,7 +34,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TMPD=${H3_BENCH_TMP:-/tmp/h3prof}
 OUT=${OUT:-$PWD/out}
 REPS=${H3_BENCH_REPS:-10}
-PEERS=${H3_PEERS:-cudnn_bf16,cudnn_fp8,fa3_fp8}
+PEERS=${H3_PEERS:-cudnn_bf16,cudnn_fp8,fa3_fp8${H3_FLASHINFER_PATH:+,flashinfer_fp8}}
 mkdir -p "$TMPD" "$OUT"
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "profiles.sh: no GPU (nvidia-smi -L failed)"; exit 77; fi
 for t in dit_block tools/gen_weights tools/gen_inputs tools/bench/bench_attn; do
@@ -64,5 +67,6 @@ for v in ${H3_VARIANTS:-}; do
 done
 echo "== peers: $PEERS"
 timeout 400 python3 "$HERE/peers_attention.py" --qkv "$list" --impls "$PEERS" --reps "$REPS" \
-  ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} --json "$OUT/prof_peers.json"
+  ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} ${H3_FLASHINFER_PATH:+--flashinfer-path "$H3_FLASHINFER_PATH"} \
+  --json "$OUT/prof_peers.json"
 python3 "$HERE/profiles_table.py" "$OUT" --json "$OUT/profiles.json"
