@@ -20,8 +20,10 @@
  *         sm90_grid.h): the grid's A/B on the same code
  *   v157  the production launch itself (h3k_attn_fp8_sm90, smoothed V), so
  *         that lab/sm90_ab.sh times it in the same rounds as the variants
- *   v158  v157 with the production kernel's kFinite (running max started
- *         at -FLT_MAX, as v152 does for v150)
+ *   v158  the production kernel with kFinite (running max started at
+ *         -FLT_MAX, as v152 does for v150) on the split grid
+ *   v159  the production kernel on the split grid (sm90_grid.h's plan for
+ *         this device; the launch's kSplitGrid switches it on there)
  *
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
@@ -601,21 +603,27 @@ const LabVariant *find(int number)
 
 constexpr int kPlainGrid = 156; /* the production kernel on the plain grid */
 constexpr int kProduction = 157; /* the production launch */
-constexpr int kProdFinite = 158; /* the production launch's kernel with kFinite */
+constexpr int kProdFinite = 158; /* the production kernel with kFinite, split grid */
+constexpr int kProdSplit = 159;  /* the production kernel on the split grid */
+bool prod_variant(int variant)
+{
+    return variant == kPlainGrid || variant == kProduction || variant == kProdFinite || variant == kProdSplit;
+}
 
-/* The grid prod_kernel runs variant on: v158 the production plan on this
- * device's SMs, v156 the plain grid. */
+/* The grid prod_kernel runs variant on: v158 and v159 the split plan on
+ * this device's SMs, v156 the plain grid. */
 h3_sm90_grid prod_grid(int variant, int S, int H)
 {
+    const bool split = variant == kProdFinite || variant == kProdSplit;
     int sms = 0, dev = 0;
-    if (variant == kProdFinite && cudaGetDevice(&dev) == cudaSuccess)
+    if (split && cudaGetDevice(&dev) == cudaSuccess)
         (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return h3_sm90_grid_plan(S, H, sms, variant == kProdFinite);
+    return h3_sm90_grid_plan(S, H, sms, split);
 }
 
 /* v156: the production three-consumer kernel launched as attn_fp8_sm90.cu
- * does, but on the plain grid (H ceil(S / 192) whole CTAs); v158: with
- * kFinite, on the production grid (the split layout needs S_pad <= 188,416
+ * does, on the plain grid (H ceil(S / 192) whole CTAs); v159: on the split
+ * grid, v158: with kFinite too (the split layout needs S_pad <= 188,416
  * here). */
 int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq,
                 const float *sk, const float *sv, const float *vmu, int S, int H, int S_pad, uint16_t *O, float *lse,
@@ -628,7 +636,7 @@ int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const
     auto fn = variant == kProdFinite ? h3k_attn_fp8_sm90_wg3_kernel<2, true, true, true>
                                      : h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
     if (smem > 227 * 1024) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
-    if (variant == kProdFinite) {
+    if (variant == kProdFinite || variant == kProdSplit) {
         const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
         if (smem != L::kBytes + (long long)L::kTabBytesPerTile * nkt || split > 227 * 1024)
             return (int)cudaErrorInvalidValue;
@@ -648,14 +656,15 @@ extern "C" const char *h3lab_attn_sm90_name(int variant)
 {
     if (variant == kPlainGrid) return "v156 the production kernel on the plain grid (no split CTAs)";
     if (variant == kProduction) return "v157 the production launch (h3k_attn_fp8_sm90, smoothed V)";
-    if (variant == kProdFinite) return "v158 v157 with the running max started at -FLT_MAX";
+    if (variant == kProdFinite) return "v158 the production kernel, running max started at -FLT_MAX, split grid";
+    if (variant == kProdSplit) return "v159 the production kernel on the split grid";
     const LabVariant *v = find(variant);
     return v ? v->name : nullptr;
 }
 
 extern "C" int h3lab_attn_sm90_smoothed(int variant)
 {
-    if (variant == kPlainGrid || variant == kProduction || variant == kProdFinite) return 1;
+    if (prod_variant(variant)) return 1;
     const LabVariant *v = find(variant);
     return v ? v->vmean : -1;
 }
@@ -664,7 +673,7 @@ extern "C" int h3lab_attn_sm90_grid(int variant, int S, int H, h3_sm90_grid *gri
 {
     if (h3lab_attn_sm90_smoothed(variant) < 0 || S < 1 || H < 1 || !grid) return (int)cudaErrorInvalidValue;
     if (variant == kProduction) return h3k_attn_fp8_sm90_grid(S, H, grid);
-    *grid = variant == kProdFinite ? prod_grid(variant, S, H) : h3_sm90_grid_plan(S, H, 0, 0);
+    *grid = prod_variant(variant) ? prod_grid(variant, S, H) : h3_sm90_grid_plan(S, H, 0, 0);
     return 0;
 }
 
@@ -673,7 +682,7 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
                                float *lse, h3_stream stream)
 {
     const LabVariant *v = find(variant);
-    if ((!v && variant != kPlainGrid && variant != kProduction && variant != kProdFinite) || S < 1 || H < 1 || h3lab_attn_sm90_smoothed(variant) != (vmu != nullptr))
+    if ((!v && !prod_variant(variant)) || S < 1 || H < 1 || h3lab_attn_sm90_smoothed(variant) != (vmu != nullptr))
         return (int)cudaErrorInvalidValue;
     if (!h3k_attn_fp8_sm90_available()) return (int)cudaErrorNoKernelImageForDevice;
     if (variant == kProduction) return h3k_attn_fp8_sm90(q8, k8, vt8, sq, sk, sv, vmu, S, H, O, lse, stream);
@@ -683,7 +692,7 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
     if ((e = make_tmap(&tq, q8, kD, (uint64_t)H * S_pad, 64u)) != 0) return e;
     if ((e = make_tmap(&tk, k8, kD, (uint64_t)H * S_pad, 128u)) != 0) return e;
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
-    if (variant == kPlainGrid || variant == kProdFinite)
+    if (prod_variant(variant))
         return prod_kernel(variant, tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, O, lse, stream);
     if (v->tab && v->smem + (long long)v->tab * (S_pad / kBN) > 227 * 1024) {
         v = v->untab ? find(v->untab) : nullptr;

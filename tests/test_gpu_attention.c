@@ -519,7 +519,8 @@ static void sweep(const kernel_desc *kd)
     static const int big[] = {30271, 30272, 30273, 75600};
     for (int i = 0; i < 4; i++) run_case(kd, big[i], 1, DIST_MEANV);
     /* the smoothed Hopper path only: 188416 and 188417, the last S_pad with
-     * split CTAs beside the per-tile table and the first without them;
+     * split CTAs beside the per-tile table and the first without them (when
+     * the launch splits, attn_fp8_sm90.cu's kSplitGrid);
      * 376000, its largest table (v150), and 380000, past it, where the
      * launch runs v153 (split CTAs again) */
     if (kd->smooth && kd->run == h3k_attn_fp8_sm90) {

@@ -12,7 +12,8 @@
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
 # fa3; H3_VARIANTS adds lab variants), ab (lab/sm90_ab.sh on the
 # model-like q/k/v at S = 30272 for the lab variants in H3_AB_VARIANTS).
-# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); cases
+# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); variants
+# (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
 # and each lab variant of H3_CASE_VARIANTS); blocks (dit_block with stage
 # checks on both data profiles: S = 30272 in both GEMM modes, 4096 and 75600
@@ -147,6 +148,13 @@ for s in $steps; do
       args=(); [ "$v" = default ] || args=(--variant "$v")
       H3_TEST_SEED=${H3_TEST_SEED:-1} timeout 120 "$BUILD/tests/test_gpu_attention" "${args[@]}" --case 30272 2 4 >"$OUT/case_$v.log" 2>&1
       summary+=("case 30272 2 model-like, $v: rc=$?"); cat "$OUT/case_$v.log"
+    done ;;
+  variants)
+    log "test_gpu_attention on lab variants"
+    for v in ${H3_TEST_VARIANTS:-}; do
+      timeout 300 "$BUILD/tests/test_gpu_attention" --variant "$v" >"$OUT/test_v$v.log" 2>&1
+      summary+=("test_gpu_attention --variant $v: rc=$? $(grep -E 'passed|failed' "$OUT/test_v$v.log" | tail -1)")
+      grep -E "FAIL" "$OUT/test_v$v.log" | head -5
     done ;;
   blocks)
     # H3_BLOCK_RUNS: PROFILE:S:GEMM items (default: both profiles, 30272 in

@@ -11,10 +11,10 @@
  *   V smoothed (vmu != NULL, dit_block's default): the three-consumer kernel
  *     (sm90_wg3.cuh), with its per-tile softmax scalars in shared memory
  *     while the table fits (S_pad <= 376,448), without them beyond, on the
- *     grid of sm90_grid.h: whole 192-query CTAs, then split 64-query ones
- *     that fill the last wave (with the table up to S_pad = 188,416);
- *     h3k_attn_fp8_sm90_grid gives the plan, to the launch and to the
- *     checks whose emulation must know the split rows.
+ *     grid of sm90_grid.h: whole 192-query CTAs, and with kSplitGrid
+ *     split 64-query ones that fill the last wave (with the table up to
+ *     S_pad = 188,416); h3k_attn_fp8_sm90_grid gives the plan, to the
+ *     launch and to the checks whose emulation must know the split rows.
  *   V as it is (vmu == NULL): the two-consumer warp-specialised kernel
  *     (sm90_ws.cuh).
  * Both fold every key tile's P V into FP32 O, so both keep the contract on
@@ -46,15 +46,24 @@ typedef void (*WsFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, co
 typedef void (*Wg3Fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
                       const float *, const float *, int, int, int, const h3_sm90_grid, uint16_t *, float *);
 
+/* Split CTAs (sm90_grid.h) in the production launch. They are built,
+ * reviewed and checked on the CPU (the plan in test_sm90_grid, the split
+ * rows' numerics in test_cpu_attention) and run by two lab variants; they
+ * become the default once the GPU suite passes with them and an
+ * interleaved A/B on the device shows the gain the plan estimates
+ * (docs/perf.md, "What limits the kernel"). */
+constexpr bool kSplitGrid = false;
+
 /* The three-consumer kernel for this S_pad and its shared memory: with the
- * per-tile table while it fits, and split CTAs (sm90_grid.h) where their
- * layout fits too (with the table: up to 1,472 key tiles). */
+ * per-tile table while it fits, and, with split_ok (the launch passes
+ * kSplitGrid), room for split CTAs (sm90_grid.h) where their layout fits too (with the table: up
+ * to 1,472 key tiles). */
 struct Wg3Launch {
     Wg3Fn fn;
     long long smem;
     int may_split;
 };
-Wg3Launch choose_wg3(int S_pad)
+Wg3Launch choose_wg3(int S_pad, bool split_ok)
 {
     using L = SmemLayout3<kStages>;
     using LS = SmemLayout3Split<kStages>;
@@ -62,10 +71,11 @@ Wg3Launch choose_wg3(int S_pad)
     const long long whole = L::kBytes + (long long)L::kTabBytesPerTile * nkt;
     const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
     if (whole <= kSmemMax) {
-        if (split <= kSmemMax)
+        if (split_ok && split <= kSmemMax)
             return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, true>, whole > split ? whole : split, 1};
         return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, true>, whole, 0};
     }
+    if (!split_ok) return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, false>, L::kBytes, 0};
     return Wg3Launch{h3k_attn_fp8_sm90_wg3_kernel<kStages, true, false>, LS::kBytes > L::kBytes ? LS::kBytes : L::kBytes,
                      1};
 }
@@ -94,7 +104,7 @@ extern "C" int h3k_attn_fp8_sm90_grid(int S, int H, h3_sm90_grid *grid)
 {
     if (S < 1 || H < 1 || !grid) return (int)cudaErrorInvalidValue;
     const int S_pad = (S + kBN - 1) / kBN * kBN;
-    *grid = h3_sm90_grid_plan(S, H, device_sms(), choose_wg3(S_pad).may_split);
+    *grid = h3_sm90_grid_plan(S, H, device_sms(), choose_wg3(S_pad, kSplitGrid).may_split);
     return 0;
 }
 
@@ -164,7 +174,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
         fn<<<H * nqt, kThreads, (size_t)smem, st>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O, lse);
         return (int)cudaGetLastError();
     }
-    const Wg3Launch v = choose_wg3(S_pad);
+    const Wg3Launch v = choose_wg3(S_pad, kSplitGrid);
     h3_sm90_grid grid;
     if ((e = h3k_attn_fp8_sm90_grid(S, H, &grid)) != 0) return e;
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem);
