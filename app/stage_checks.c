@@ -20,9 +20,6 @@ static const int gemm_tensor[H3_GEMMS] = {H3_T_QKV, H3_T_OUT, H3_T_FC1, H3_T_FC2
 
 static int is_fp8(const h3_run_info *ri, int g) { return ri->fp8_mask >> g & 1; }
 
-/* cpu_attn_split's predicate over the Hopper kernel's grid */
-static int grid_row_split(const void *grid, int h, int i) { return h3_sm90_grid_row_split(grid, h, i); }
-
 /* A GEMM's input as the GEMM read it, on the host: BF16 (x), or e4m3 rows
  * with their per-token scales (x8, s) when that GEMM is FP8; with block
  * scales s is [S][ceil(cols / 128)] (the device's [ceil(cols / 128)][S]
@@ -137,7 +134,7 @@ void h3_stage_checks(void *ctx, const h3_run_view *v)
     /* The Hopper kernel with V smoothed runs some rows in split CTAs (sm90_grid.h): the emulation runs them
      * the same way, from the plan the launch used on this device. */
     h3_sm90_grid grid;
-    const cpu_attn_split grid_split = {grid_row_split, &grid}, *split = NULL;
+    const cpu_attn_split grid_split = {h3_sm90_grid_row_split_ctx, &grid}, *split = NULL;
     if (ri.attn_sm90 && ri.smooth_v) {
         const int rc = h3k_attn_fp8_sm90_grid(S, H, &grid);
         CHECK(rc == 0, "h3k_attn_fp8_sm90_grid(%d, %d) returned %d", S, H, rc);

@@ -605,16 +605,14 @@ constexpr int kPlainGrid = 156; /* the production kernel on the plain grid */
 constexpr int kProduction = 157; /* the production launch */
 constexpr int kProdFinite = 158; /* the production kernel with kFinite, split grid */
 constexpr int kProdSplit = 159;  /* the production kernel on the split grid */
-bool prod_variant(int variant)
-{
-    return variant == kPlainGrid || variant == kProduction || variant == kProdFinite || variant == kProdSplit;
-}
+bool split_variant(int variant) { return variant == kProdFinite || variant == kProdSplit; }
+bool prod_variant(int variant) { return variant == kPlainGrid || variant == kProduction || split_variant(variant); }
 
 /* The grid prod_kernel runs variant on: v158 and v159 the split plan on
- * this device's SMs, v156 the plain grid. */
+ * this device's SMs, every other variant the plain grid. */
 h3_sm90_grid prod_grid(int variant, int S, int H)
 {
-    const bool split = variant == kProdFinite || variant == kProdSplit;
+    const bool split = split_variant(variant);
     int sms = 0, dev = 0;
     if (split && cudaGetDevice(&dev) == cudaSuccess)
         (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -636,7 +634,7 @@ int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const
     auto fn = variant == kProdFinite ? h3k_attn_fp8_sm90_wg3_kernel<2, true, true, true>
                                      : h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
     if (smem > 227 * 1024) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
-    if (variant == kProdFinite || variant == kProdSplit) {
+    if (split_variant(variant)) {
         const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
         if (smem != L::kBytes + (long long)L::kTabBytesPerTile * nkt || split > 227 * 1024)
             return (int)cudaErrorInvalidValue;
@@ -673,7 +671,7 @@ extern "C" int h3lab_attn_sm90_grid(int variant, int S, int H, h3_sm90_grid *gri
 {
     if (h3lab_attn_sm90_smoothed(variant) < 0 || S < 1 || H < 1 || !grid) return (int)cudaErrorInvalidValue;
     if (variant == kProduction) return h3k_attn_fp8_sm90_grid(S, H, grid);
-    *grid = prod_variant(variant) ? prod_grid(variant, S, H) : h3_sm90_grid_plan(S, H, 0, 0);
+    *grid = prod_grid(variant, S, H); /* the plain grid for every variant but the split ones */
     return 0;
 }
 

@@ -541,7 +541,6 @@ static void test_v_smoothing(void)
 
 static int split_none(const void *ctx, int h, int i) { return (void)ctx, (void)h, (void)i, 0; }
 static int split_all(const void *ctx, int h, int i) { return (void)ctx, (void)h, (void)i, 1; }
-static int split_grid(const void *ctx, int h, int i) { return h3_sm90_grid_row_split(ctx, h, i); }
 
 /* Sharp rows: per head a direction u shared by q and k (as q/k-norm gains
  * and massive-activation channels make them), q = 1.5 u + N(0,1), k = a u +
@@ -592,7 +591,7 @@ static void test_split_rows(void)
     cpu_quant_fp8(S, H, q, k, v, NULL, 0, mu, 0, q8, k8, vt8, sc, sc + H * G, sc + 2 * H * G);
     const float *sq = sc, *sk = sc + H * G, *sv = sc + 2 * H * G;
     const h3_sm90_grid plain = h3_sm90_grid_plan(S, H, 7, 0);
-    const cpu_attn_split none = {split_none, NULL}, all = {split_all, NULL}, plain_rows = {split_grid, &plain};
+    const cpu_attn_split none = {split_none, NULL}, all = {split_all, NULL}, plain_rows = {h3_sm90_grid_row_split_ctx, &plain};
 
     /* (a) */
     int same = 1;
@@ -648,7 +647,7 @@ static void test_split_rows(void)
 
     /* (d) */
     const h3_sm90_grid plan = h3_sm90_grid_plan(S, H, 7, 1);
-    const cpu_attn_split plan_rows = {split_grid, &plan};
+    const cpu_attn_split plan_rows = {h3_sm90_grid_row_split_ctx, &plan};
     int rows[64], nr = 0, nsplit = 0;
     for (int i = 0; i < 64; i++) rows[nr++] = i < 32 ? (int)(h3_rng_uniform(&g_rng) * S) : S - 64 + i;
     cpu_attention_fp8(q8, k8, vt8, sq, sk, sv, mu, S, H, 128, &plan_rows, 1, rows, nr, Ot, lt);

@@ -68,9 +68,6 @@ typedef struct {
     int (*grid)(int S, int H, h3_sm90_grid *grid);
 } kernel_desc;
 
-/* cpu_attn_split's predicate over an h3_sm90_grid */
-static int grid_row_split(const void *grid, int h, int i) { return h3_sm90_grid_row_split(grid, h, i); }
-
 static int g_pass = 0, g_fail = 0;
 static int g_max_s = 1 << 30; /* --quick / --max-s: skip cases with S above this (compute-sanitizer runs) */
 static h3_rng g_rng;
@@ -309,7 +306,7 @@ static void run_case(const kernel_desc *kd, int S, int H, int dist)
     uint16_t *Oe = malloc((size_t)nr * I * 2), *Ox = malloc((size_t)nr * I * 2);
     float *Le = malloc(sizeof(float) * H * nr), *Lx = malloc(sizeof(float) * H * nr);
     h3_sm90_grid grid;
-    const cpu_attn_split grid_split = {grid_row_split, &grid}, *split = kd->grid ? &grid_split : NULL;
+    const cpu_attn_split grid_split = {h3_sm90_grid_row_split_ctx, &grid}, *split = kd->grid ? &grid_split : NULL;
     if (kd->grid) {
         const int rc = kd->grid(S, H, &grid);
         CHECK(rc == 0, "%s: its grid for S = %d, H = %d: %s", kd->name, S, H, cudaGetErrorString((cudaError_t)rc));

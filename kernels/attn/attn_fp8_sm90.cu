@@ -56,8 +56,8 @@ constexpr bool kSplitGrid = false;
 
 /* The three-consumer kernel for this S_pad and its shared memory: with the
  * per-tile table while it fits, and, with split_ok (the launch passes
- * kSplitGrid), room for split CTAs (sm90_grid.h) where their layout fits too (with the table: up
- * to 1,472 key tiles). */
+ * kSplitGrid), room for split CTAs (sm90_grid.h) where their layout fits
+ * too (with the table: up to 1,472 key tiles). */
 struct Wg3Launch {
     Wg3Fn fn;
     long long smem;
@@ -98,13 +98,17 @@ int device_sms()
     if (dev >= 0 && dev < 64) cache[dev] = n;
     return n;
 }
+
+/* The grid the launch runs kernel v on: one definition for the launch and
+ * for h3k_attn_fp8_sm90_grid, so the checks see the plan that ran. */
+h3_sm90_grid wg3_grid(int S, int H, const Wg3Launch &v) { return h3_sm90_grid_plan(S, H, device_sms(), v.may_split); }
 } // namespace
 
 extern "C" int h3k_attn_fp8_sm90_grid(int S, int H, h3_sm90_grid *grid)
 {
     if (S < 1 || H < 1 || !grid) return (int)cudaErrorInvalidValue;
     const int S_pad = (S + kBN - 1) / kBN * kBN;
-    *grid = h3_sm90_grid_plan(S, H, device_sms(), choose_wg3(S_pad, kSplitGrid).may_split);
+    *grid = wg3_grid(S, H, choose_wg3(S_pad, kSplitGrid));
     return 0;
 }
 
@@ -175,8 +179,7 @@ extern "C" int h3k_attn_fp8_sm90(const uint8_t *q8, const uint8_t *k8, const uin
         return (int)cudaGetLastError();
     }
     const Wg3Launch v = choose_wg3(S_pad, kSplitGrid);
-    h3_sm90_grid grid;
-    if ((e = h3k_attn_fp8_sm90_grid(S, H, &grid)) != 0) return e;
+    const h3_sm90_grid grid = wg3_grid(S, H, v);
     cudaError_t ce = cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem);
     if (ce != cudaSuccess) return (int)ce;
     v.fn<<<grid.full + grid.split, kWg3Threads, (size_t)v.smem, st>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, O,

@@ -113,6 +113,13 @@ H3_HD int h3_sm90_grid_row_split(const h3_sm90_grid *g, int h, int i)
     return i >= g->tiles * 192 || h * g->tiles + i / 192 >= g->full;
 }
 
+/* The same with the grid as the context pointer: the row predicate of the
+ * CPU emulation's split description (cpu_ref.h cpu_attn_split). */
+H3_HD int h3_sm90_grid_row_split_ctx(const void *g, int h, int i)
+{
+    return h3_sm90_grid_row_split((const h3_sm90_grid *)g, h, i);
+}
+
 /* The first of the nkt key tiles that part j (0..2) of a split CTA takes
  * (first(3) = nkt): consumer warpgroup j runs tiles [first(j), first(j +
  * 1)) from a fresh running max, and the producer loads them into its ring.
