@@ -11,7 +11,7 @@
 # its .tar.gz, into /tmp/fa3, in the background; the steps after it go on), profiles
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
 # fa3; H3_VARIANTS adds lab variants), ab (lab/sm90_ab.sh on the
-# model-like q/k/v at S = 30272 for the lab variants in H3_AB_VARIANTS).
+# model-like q/k/v at each S of H3_AB_SEQS, default 30272, for the lab variants in H3_AB_VARIANTS).
 # H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); variants
 # (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
@@ -187,7 +187,11 @@ for s in $steps; do
     done ;;
   ab)
     log "sm90_ab on the model-like q/k/v"
-    H3_AB_QKV=${H3_AB_QKV:-/tmp/h3prof/qkv_model_30272.safetensors} timeout 400 bash lab/sm90_ab.sh "$BUILD" \
+    abq=${H3_AB_QKV:-}
+    if [ -z "$abq" ]; then # the model-like block's q, k, v at each S of H3_AB_SEQS, made here
+      for S in $(tr , " " <<<"${H3_AB_SEQS:-30272}"); do prof_qkv model "$S"; abq=${abq:+$abq,}$QKV; done
+    fi
+    H3_AB_QKV=$abq timeout 400 bash lab/sm90_ab.sh "$BUILD" \
       "${H3_AB_VARIANTS:-147,150}" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
     summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
   pkg)
