@@ -12,6 +12,9 @@
  *   v148  v147 with the running max started finite (no -inf guards)
  *   v130  v78 with S summed in FP16 and the softmax on f16x2 (kS16 below);
  *         v136 / v137 its f16 exponent bias not / always compensated
+ *   v160  v130 with each Q row shifted by its own 2^-k (not 2^-9), and
+ *         v78's FP32 loop for a warpgroup whose logits may pass 64 in log2
+ *         units (kFS16Row below; issue 35 item 2)
  *   v150  the production kernel (kernels/attn/sm90_wg3.cuh), for A/B runs
  *   v151  v150 without V's mean (for unsmoothed V)
  *   v152  v150 with the running max started finite
@@ -62,6 +65,7 @@ enum : unsigned {
     kFS16 = 32u,    /* S = Q K^T in an FP16 accumulator, softmax on f16x2 (Consumer16) */
     kFS16NC = 64u,  /* with kFS16: the exponent's f16 bias not compensated (softmax16) */
     kFS16AC = 128u, /* with kFS16: the bias compensated in every tile (softmax16) */
+    kFS16Row = 256u, /* with kFS16: Q's rows shifted by their own 2^-k, FP32 loop for WGs with large logits (v160) */
 };
 
 /* The production layout plus, with kO32, the FP32 copy of O in shared memory
@@ -190,6 +194,116 @@ static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
     sm90::named_bar_sync(1 + wgi, 128);
 }
 
+/* ---- kFS16Row (v160): Q's rows shifted each by its own power of two ----
+ * v130's fixed 2^-9 is what its LSE errors came from, more than the FP16
+ * sums: it pushes most Q codes into e4m3's subnormals, where the re-rounding
+ * moves a whole row's logits alike (a CPU model on the model-like block's
+ * q, k at S = 4096: 1e-3 B of logit error, B the tile's Cauchy-Schwarz bound
+ * in log2 units, against 3.6e-4 B with a shift per row; docs/journal,
+ * 2026-12-07). So each row r takes the least k >= 0 with
+ *   ||q8_r|| max_j ||k8_j|| 2^-k <= 65504 / 1.1,
+ * which by Cauchy-Schwarz keeps every partial sum of its dots in f16's range
+ * (the margin covers the re-rounding, at most 1/16 up), and its tile scalar
+ * is multiplied by 2^k. And where the FP16 sums themselves would cost too
+ * much (their error grows as B, ~4e-4 B per score), the warpgroup keeps Q as
+ * it came and runs v78's FP32 loop: when any of its 64 rows has
+ *   B_r = ||q8_r|| sq log2(e) / sqrt(128) max_j ||k8_j|| sk_j > kRowLimit.
+ * max_j ||k8_j|| and max_j ||k8_j|| sk_j over the head's keys come from
+ * key_norms, a pass before the kernel. */
+constexpr float kRowLimit = 64.f;
+
+static __device__ __forceinline__ float e4m3x4_sumsq(uint32_t w)
+{
+    uint32_t a, b;
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, lo;\ncvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+        : "=r"(a), "=r"(b)
+        : "r"(w));
+    const float2 x = h2f(a), y = h2f(b); /* squares in FP32: 448^2 is past f16's range */
+    return fmaf(x.x, x.x, fmaf(x.y, x.y, fmaf(y.x, y.x, y.y * y.y)));
+}
+
+/* four e4m3 codes times 2^-k (0 <= k <= 14), back to e4m3 (satfinite RNE) */
+static __device__ __forceinline__ uint32_t e4m3x4_scale_pow2(uint32_t w, int k)
+{
+    const uint32_t m = (uint32_t)(15 - k) << 10, m2 = m | (m << 16);
+    uint32_t r;
+    asm("{\n.reg .b16 a, b, ra, rb;\n.reg .b32 ha, hb;\n"
+        "mov.b32 {a, b}, %1;\n"
+        "cvt.rn.f16x2.e4m3x2 ha, a;\n"
+        "cvt.rn.f16x2.e4m3x2 hb, b;\n"
+        "mul.rn.f16x2 ha, ha, %2;\n"
+        "mul.rn.f16x2 hb, hb, %2;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 ra, ha;\n"
+        "cvt.rn.satfinite.e4m3x2.f16x2 rb, hb;\n"
+        "mov.b32 %0, {ra, rb};\n}"
+        : "=r"(r)
+        : "r"(w), "r"(m2));
+    return r;
+}
+
+/* the least k with 2^k >= x, for x > 1 */
+static __device__ __forceinline__ int ceil_log2(float x)
+{
+    const uint32_t b = __float_as_uint(x);
+    const int e = (int)(b >> 23) - 127;
+    return (b & 0x7FFFFFu) ? e + 1 : e;
+}
+
+/* whether p holds in any of the nthreads threads at named barrier id (all wait) */
+static __device__ __forceinline__ bool bar_red_or(uint32_t id, uint32_t nthreads, bool p)
+{
+    uint32_t r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}"
+                 : "=r"(r)
+                 : "r"((uint32_t)p), "r"(id), "r"(nthreads)
+                 : "memory");
+    return r != 0;
+}
+
+/* kFS16Row: this WG's 64 Q rows at qb (8 KB, 128 bytes a row; SW128 keeps a
+ * row's bytes in its row) shifted per row, or left as they are if one row's
+ * bound is over kRowLimit. Warp w takes its own wgmma rows 16w..16w+15, a
+ * word per lane. Rows r and r + 8 share a thread's S registers, so they
+ * take one shift, the larger of theirs: one more register in the loop would
+ * spill. kcode: max_j ||k8_j||, kb: sq log2(e)/sqrt(128) max_j ||k8_j|| sk_j.
+ * Returns whether the WG runs the f16 loop; f: 2^k of this thread's rows g
+ * and g + 8. */
+static __device__ __forceinline__ bool scale_q_rows(uint32_t qb, int w, int lane, int wgi, float kcode, float kb,
+                                                    float &f)
+{
+    const int g = lane / 4;
+    const uint32_t at = qb + (uint32_t)(16 * w * 32 + lane) * 4u; /* + 128 r: row 16w + r's word */
+    int k[16];
+    bool big = false;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+        uint32_t v;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(at + 128u * r) : "memory");
+        float n2 = e4m3x4_sumsq(v);
+#pragma unroll
+        for (int o = 16; o; o >>= 1) n2 += __shfl_xor_sync(0xffffffffu, n2, o);
+        const float n = sqrtf(n2), need = n * kcode * (1.1f / 65504.f);
+        big |= !(n * kb <= kRowLimit); /* NaN bounds too */
+        k[r] = need <= 1.f ? 0 : min(ceil_log2(need), 14);
+    }
+    if (bar_red_or(1 + wgi, 128, big)) return false;
+    f = 1.f;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+        const int kp = max(k[r % 8], k[r % 8 + 8]);
+        if (kp != 0) { /* read again: keeping the 16 words would spill */
+            uint32_t v;
+            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(at + 128u * r) : "memory");
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(at + 128u * r), "r"(e4m3x4_scale_pow2(v, kp)) : "memory");
+        }
+        f = r == g ? __uint_as_float((uint32_t)(127 + kp) << 23) : f;
+    }
+    sm90::fence_proxy_async_smem();
+    sm90::named_bar_sync(1 + wgi, 128);
+    return true;
+}
+
 static __device__ __forceinline__ void issue_qk16(uint32_t (&s16)[32], uint64_t dq, uint32_t sk_addr)
 {
     const uint64_t dk = sm90::desc_k128_sw128(sk_addr);
@@ -237,8 +351,8 @@ static __device__ __forceinline__ void row_trees16(const uint32_t *s, uint32_t &
 /* The new running maxima of a packed S tile's two rows (max on f16x2 is
  * exact, so the maxima equal those of the unpacked values): mn = max(m,
  * cs max s), and mu, the exponents' bias (0 while a row has no valid key). */
-static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const Consumer16 &c, float cs, float &mn0,
-                                                 float &mn1, float &mu0, float &mu1)
+static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const Consumer16 &c, float cs0, float cs1,
+                                                 float &mn0, float &mn1, float &mu0, float &mu1)
 {
     uint32_t ma, mb;
     row_trees16<hmax2>(s, ma, mb);
@@ -247,8 +361,8 @@ static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const 
     m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 1));
     m2 = hmax2(m2, __shfl_xor_sync(0xffffffffu, m2, 2));
     const float2 mx = h2f(m2);
-    mn0 = fmaxf(c.m0, mx.x * cs);
-    mn1 = fmaxf(c.m1, mx.y * cs);
+    mn0 = fmaxf(c.m0, mx.x * cs0);
+    mn1 = fmaxf(c.m1, mx.y * cs1);
     mu0 = mn0 == -INFINITY ? 0.f : mn0;
     mu1 = mn1 == -INFINITY ? 0.f : mn1;
 }
@@ -260,13 +374,13 @@ static __device__ __forceinline__ void row_max16(const uint32_t (&s)[32], const 
  * compensated only where the maximum moves or the rounding is large. */
 enum { kBiasOff = 0, kBiasAlways = 1, kBiasLazy = 2 };
 template <int kBias = kBiasLazy>
-static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kvalid, int t, float &alpha0,
+static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs0, float cs1, int kvalid, int t, float &alpha0,
                                                  float &alpha1, float lmult, float imult)
 {
     uint32_t(&s)[32] = c.s;
     if (kvalid < kBN) mask_keys16(s, kvalid, t);
     float mn0, mn1, mu0, mu1;
-    row_max16(s, c, cs, mn0, mn1, mu0, mu1);
+    row_max16(s, c, cs0, cs1, mn0, mn1, mu0, mu1);
     /* The exponent x = s cs + b is one fma.rn.f16x2, so cs and the bias b
      * are f16 values. Rounding them as they are (kBiasOff, the first v130)
      * shifted every p of a row by b's rounding error -- up to |b| 2^-11,
@@ -285,10 +399,11 @@ static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kv
      * same for the whole tile, so O weighs this tile by 2^-r against the
      * others, as l does), and a second row sum lz, each tile's sum times
      * 2^r, gives the LSE exactly. Elsewhere it compensates as kBiasAlways. */
-    const uint32_t cs2 = f2h2(cs, cs);
+    const uint32_t csg = f2h2(cs0, cs0), csh = f2h2(cs1, cs1);
     /* b: the exponents' bias; me: the row's new reference maximum (kBiasOff: mu) */
-    const float rho = kBias == kBiasOff ? 1.f : h2f(cs2).x * rcp_approx(cs);
-    const float b0 = fmaf(-rho, mu0, lmult), b1 = fmaf(-rho, mu1, lmult);
+    const float rho0 = kBias == kBiasOff ? 1.f : h2f(csg).x * rcp_approx(cs0);
+    const float rho1 = kBias == kBiasOff ? 1.f : h2f(csh).x * rcp_approx(cs1);
+    const float b0 = fmaf(-rho0, mu0, lmult), b1 = fmaf(-rho1, mu1, lmult);
     const uint32_t bg = f2h2(b0, b0), bh = f2h2(b1, b1);
     float me0 = mu0, me1 = mu1, corr0 = 1.f, corr1 = 1.f;
     if constexpr (kBias != kBiasOff) {
@@ -309,7 +424,7 @@ static __device__ __forceinline__ void softmax16(Consumer16 &c, float cs, int kv
     mn0 = mn0 == -INFINITY ? mn0 : me0; /* a row with no valid key yet keeps m = -inf */
     mn1 = mn1 == -INFINITY ? mn1 : me1;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = hexp2_fma(s[i], cs2, (i & 1) ? bh : bg);
+    for (int i = 0; i < 32; ++i) s[i] = (i & 1) ? hexp2_fma(s[i], csh, bh) : hexp2_fma(s[i], csg, bg);
     /* row sums as trees of f16x2 adds (p * mult <= 256: 32 of them <= 8192) */
     uint32_t la, lb;
     row_trees16<hadd2>(s, la, lb);
@@ -402,10 +517,13 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
                                  const float *__restrict__ sq, const float *__restrict__ sk,
                                  const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
-                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse)
+                                 int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse,
+                                 const float *__restrict__ kn /* kFS16Row: key_norms' two bounds per head */)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 */
+    constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 (kFS16Row: per row) */
+    constexpr bool kRow = kF & kFS16Row;
+    static_assert(!kRow || kQ16, "kFS16Row is built on v130");
     static_assert(!kQ16 || (kFlush == 0 && (kF & kFVMean) && (kF & kFTcO)), "kFS16 is built on v78");
     static_assert(((kF & kFTcO) != 0) != ((kF & kFFoldS) != 0), "O in the tensor cores or folded per tile, one of them");
     /* kTab: a tile's softmax scalars (cs, log2 and inverse of P8's
@@ -450,21 +568,12 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         float svmax = sv_max(sv_h, G, lane);
         const int qrow0 = qt * kWg3Rows + wgi * 64; /* this WG's first query */
         const int gq = min(qrow0 / kBN, G - 1);    /* rows past S_pad: any valid scale, never written */
-        const float sqq = sq[(size_t)h * G + gq] * (kQ16 ? 512.f : 1.f); /* kQ16: Q's codes are scaled by 2^-9 below */
+        /* kQ16: Q's codes are scaled by 2^-9 below (kRow: per row, in the tile scalars of each row) */
+        const float sqq = sq[(size_t)h * G + gq] * (kQ16 && !kRow ? 512.f : 1.f);
         const float r256 = 256.f / svmax;
 
         /* o32: thread tw of WG wgi keeps float4 j at (j * 384 + wgi * 128 + tw) * 16 */
         const uint32_t o32 = sO + (uint32_t)(wgi * 128 + tw) * 16u;
-        std::conditional_t<kQ16, Consumer16, Consumer> c;
-        float mf0, mf1; /* the max o32 is relative to */
-        if constexpr (kFlush != 0) {
-            start_folded(c, o32, mf0, mf1);
-        } else {
-            start_o(c);
-            (void)o32, (void)mf0, (void)mf1;
-        }
-        if constexpr ((kF & kFFinite) != 0) c.m0 = c.m1 = -FLT_MAX; /* softmax's kFinite */
-
         const uint64_t dq = sm90::desc_k128_sw128(sQ + wgi * (kTile / 2));
         const int klast = S - (nkt - 1) * kBN;
         const uint32_t tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u; /* kTab: this WG's table */
@@ -478,77 +587,146 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             sm90::named_bar_sync(1 + wgi, 128);
         }
         sm90::mbar_wait(bars.qfull(), 0);
-        if constexpr (kQ16) scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
-        for (int n = 0; n < nkt; ++n) {
-            const int st = n % kStages;
-            const uint32_t ph = (uint32_t)(n / kStages) & 1u;
-            float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
-            TileScalars ts{};
-            if constexpr (kTab) {
-                float pad;
-                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                             : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
-                             : "r"(tb + 16u * (uint32_t)n)
-                             : "memory");
-                (void)pad;
+        float f = 1.f; /* kRow: 2^k of rows g and g + 8, their tile scalars' factor */
+        bool use16 = kQ16;
+        if constexpr (kRow)
+            use16 = scale_q_rows(sQ + wgi * (kTile / 2), w, lane, wgi, kn[2 * h], sqq * kScaleLog2 * kn[2 * h + 1], f);
+        else if constexpr (kQ16)
+            scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
+        const float sqf = sqq * f; /* kRow: the tile scalars of rows g and g + 8 from it (FP32 loop: f = 1) */
+        /* the loop and the epilogue on c, a Consumer16 (f16 S) or a Consumer */
+        auto run = [&](auto &c, auto q16) {
+            constexpr bool Q16 = decltype(q16)::value;
+            float mf0, mf1; /* the max o32 is relative to */
+            if constexpr (kFlush != 0) {
+                start_folded(c, o32, mf0, mf1);
             } else {
-                skn = sk_h[n], svn = sv_h[n];
+                start_o(c);
+                (void)o32, (void)mf0, (void)mf1;
             }
-            sm90::mbar_wait(bars.kfull(st), ph);
-            if constexpr (kQ16)
-                issue_qk16(c.s, dq, sK + st * kTile);
-            else
-                issue_qk_fresh(c, dq, sK + st * kTile);
-            sm90::wgmma_wait<0>();
-            sm90::fence_regs(c.s);
-            release(bars.kempty(st), lane);
-            if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
-            float alpha0, alpha1;
-            if constexpr (kQ16) /* P8 converted inside */
-                softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(
-                    c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
-            else
-                softmax<(kF & kFFinite) != 0>(c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult,
-                                              ts.imult);
-            if constexpr (!kFoldS) rescale_o(c, alpha0, alpha1);
-            if constexpr (!kQ16) convert_p(c);
-            sm90::mbar_wait(bars.vfull(st), ph);
-            if constexpr (kFoldS) {
-                auto &pv = c.s; /* P V of this tile, from zero */
-                issue_pv_to(pv, c.p, sV + st * kTile, false);
-                sm90::wgmma_wait<0>();
-                sm90::fence_regs(pv);
-                release(bars.vempty(st), lane);
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
-                    c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
-                    c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
-                    c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
+            if constexpr ((kF & kFFinite) != 0) c.m0 = c.m1 = -FLT_MAX; /* softmax's kFinite */
+            for (int n = 0; n < nkt; ++n) {
+                const int st = n % kStages;
+                const uint32_t ph = (uint32_t)(n / kStages) & 1u;
+                [[maybe_unused]] float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
+                TileScalars ts{};
+                if constexpr (kTab) {
+                    float pad;
+                    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                                 : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
+                                 : "r"(tb + 16u * (uint32_t)n)
+                                 : "memory");
+                    (void)pad;
+                } else {
+                    skn = sk_h[n], svn = sv_h[n];
                 }
-            } else {
-                issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0); /* kFlush 0: only n = 0 starts afresh */
+                sm90::mbar_wait(bars.kfull(st), ph);
+                if constexpr (Q16)
+                    issue_qk16(c.s, dq, sK + st * kTile);
+                else
+                    issue_qk_fresh(c, dq, sK + st * kTile);
                 sm90::wgmma_wait<0>();
-                sm90::fence_regs(c.o);
-                release(bars.vempty(st), lane);
+                sm90::fence_regs(c.s);
+                release(bars.kempty(st), lane);
+                if constexpr (!kTab) ts = tile_scalars(sqf, skn, svn, r256);
+                float alpha0, alpha1;
+                if constexpr (Q16) /* P8 converted inside */
+                    softmax16<(kF & kFS16NC) ? kBiasOff : (kF & kFS16AC) ? kBiasAlways : kBiasLazy>(
+                        c, ts.cs, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
+                else
+                    softmax<(kF & kFFinite) != 0>(c, ts.cs, n == nkt - 1 ? klast : kBN, t, alpha0, alpha1, ts.lmult,
+                                                  ts.imult);
+                if constexpr (!kFoldS) rescale_o(c, alpha0, alpha1);
+                if constexpr (!Q16) convert_p(c);
+                sm90::mbar_wait(bars.vfull(st), ph);
+                if constexpr (kFoldS) {
+                    auto &pv = c.s; /* P V of this tile, from zero */
+                    issue_pv_to(pv, c.p, sV + st * kTile, false);
+                    sm90::wgmma_wait<0>();
+                    sm90::fence_regs(pv);
+                    release(bars.vempty(st), lane);
+    #pragma unroll
+                    for (int j = 0; j < 16; ++j) {
+                        c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
+                        c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
+                        c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
+                        c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
+                    }
+                } else {
+                    /* kFlush 0: only n = 0 starts afresh */
+                    issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0);
+                    sm90::wgmma_wait<0>();
+                    sm90::fence_regs(c.o);
+                    release(bars.vempty(st), lane);
+                }
+                if constexpr (kFlush != 0)
+                    if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
             }
-            if constexpr (kFlush != 0)
-                if (n % kFlush == kFlush - 1 && n + 1 < nkt) fold_o(c, o32, mf0, mf1, c.m0, c.m1);
+            if constexpr (kFlush != 0) unfold_o(c, o32, mf0, mf1);
+            store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
+        };
+        if constexpr (kRow) {
+            /* use16 is the same in the whole WG (bar.red); a broadcast lets
+             * the compiler see it, so that the loops keep the uniform datapath */
+            if (__shfl_sync(0xffffffffu, (int)use16, 0)) {
+                Consumer16 c;
+                run(c, std::true_type{});
+            } else { /* Q as it came: v78's loop, the contract's arithmetic */
+                Consumer c;
+                run(c, std::false_type{});
+            }
+        } else {
+            (void)use16, (void)kn;
+            std::conditional_t<kQ16, Consumer16, Consumer> c;
+            run(c, std::integral_constant<bool, kQ16>{});
         }
-        if constexpr (kFlush != 0) unfold_o(c, o32, mf0, mf1);
-        store_output<(kF & kFVMean) != 0>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
     }
 #else
-    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse;
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)nqt, (void)O, (void)lse, (void)kn;
 #endif
 }
 
+/* kFS16Row's pass before the kernel: per head h, kn[2h] = max_j ||k8_j||
+ * over the codes of its S_pad key rows and kn[2h + 1] = max_j ||k8_j|| sk_j
+ * (kn zeroed before; rows past S only make the bounds larger). A thread a
+ * row, the maxima by atomicMax on the bits (non-negative floats order as
+ * their bits do). */
+__global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict__ k8, const float *__restrict__ sk,
+                                                       int S_pad, float *__restrict__ kn)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int h = blockIdx.y, row = blockIdx.x * blockDim.x + threadIdx.x;
+    float n = 0.f, nv = 0.f;
+    if (row < S_pad) {
+        const uint4 *p = reinterpret_cast<const uint4 *>(k8 + ((size_t)h * S_pad + row) * kD);
+        float n2 = 0.f;
+#pragma unroll
+        for (int i = 0; i < kD / 16; ++i) {
+            const uint4 x = p[i];
+            n2 += e4m3x4_sumsq(x.x) + e4m3x4_sumsq(x.y) + e4m3x4_sumsq(x.z) + e4m3x4_sumsq(x.w);
+        }
+        n = sqrtf(n2);
+        nv = n * sk[(size_t)h * (S_pad / kBN) + row / kBN];
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        n = fmaxf(n, __shfl_xor_sync(0xffffffffu, n, o));
+        nv = fmaxf(nv, __shfl_xor_sync(0xffffffffu, nv, o));
+    }
+    if (threadIdx.x % 32 == 0) {
+        atomicMax(reinterpret_cast<int *>(kn + 2 * h), __float_as_int(n));
+        atomicMax(reinterpret_cast<int *>(kn + 2 * h + 1), __float_as_int(nv));
+    }
+#else
+    (void)k8, (void)sk, (void)S_pad, (void)kn;
+#endif
+}
 
 /* ------------------------------------------------------------------ host */
 
 namespace {
 typedef void (*KernelFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
-                         const float *, const float *, int, int, int, int, uint16_t *, float *);
+                         const float *, const float *, int, int, int, int, uint16_t *, float *, const float *);
 
 struct LabVariant {
     int number;
@@ -558,6 +736,7 @@ struct LabVariant {
     int vmean; /* adds V's mean: called with one */
     int untab; /* kFTab: the variant (same loop, no table) where the table does not fit; 0: none */
     const char *name;
+    int knorms; /* kFS16Row: key_norms runs first */
 };
 
 template <int Flush, unsigned F> LabVariant make(int number, const char *name, int untab = 0)
@@ -568,7 +747,8 @@ template <int Flush, unsigned F> LabVariant make(int number, const char *name, i
                       (F & kFTab) ? 16 * kWg3Consumers : 0,
                       (F & kFVMean) != 0,
                       untab,
-                      name};
+                      name,
+                      (F & kFS16Row) != 0};
 }
 
 const LabVariant *table(int *count)
@@ -581,6 +761,8 @@ const LabVariant *table(int *count)
         make<0, kFTcO | kFVMean | kFS16>(130, "v130 v78 with Q K^T summed in FP16 and the softmax on f16x2"),
         make<0, kFTcO | kFVMean | kFS16 | kFS16NC>(136, "v136 v130 without the exponent bias compensation"),
         make<0, kFTcO | kFVMean | kFS16 | kFS16AC>(137, "v137 v130 with the bias compensated in every tile"),
+        make<0, kFTcO | kFVMean | kFS16 | kFS16Row>(
+            160, "v160 v130 with Q shifted per row, v78's FP32 loop where a WG's logits may pass 64"),
         make<0, kFFoldS | kFVMean | kFTab>(150, "v150 the production kernel: P V folded into FP32 O per tile", 153),
         make<0, kFFoldS | kFVMean>(153, "v153 v150 without the table"),
         make<0, kFFoldS | kFTab>(151, "v151 v150 without V's mean (unsmoothed V)", 154),
@@ -700,8 +882,24 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
     const int nqt = (S + kWg3Rows - 1) / kWg3Rows;
     cudaError_t ce = cudaFuncSetAttribute(v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
+    float *kn = nullptr;
+    if (v->knorms) {
+        static float *buf; /* the lab's: grown, never freed */
+        static int cap;
+        if (H > cap) {
+            if (buf) (void)cudaFree(buf);
+            buf = nullptr, cap = 0;
+            if ((ce = cudaMalloc(&buf, sizeof(float) * 2 * (size_t)H)) != cudaSuccess) return (int)ce;
+            cap = H;
+        }
+        kn = buf;
+        if ((ce = cudaMemsetAsync(kn, 0, sizeof(float) * 2 * (size_t)H, (cudaStream_t)stream)) != cudaSuccess)
+            return (int)ce;
+        h3lab_key_norms<<<dim3((unsigned)((S_pad + 255) / 256), (unsigned)H), 256, 0, (cudaStream_t)stream>>>(
+            k8, sk, S_pad, kn);
+    }
     v->fn<<<H * nqt, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, nqt, O,
-                                                                         lse);
+                                                                         lse, kn);
     return (int)cudaGetLastError();
 }
 
