@@ -445,7 +445,8 @@ if [ -z "$py" ]; then
 else
     for spec in "torch_block.py|--reps=3" "peers_attention.py|--seqs=128" "peers_gemm.py|--tokens=512" \
                 "compare_outputs.py|a.st b.st --json=r.json" "plot_breakdown.py|--out=x.png" \
-                "summary.py|out steps.tsv" "profiles_table.py|out --json=r.json"; do
+                "summary.py|out steps.tsv" "profiles_table.py|out --json=r.json" \
+                "make_qkv.py|--dist=randn --tokens=4 --heads=1 --out=x.st"; do
         IFS='|' read -r name args <<<"$spec"
         t=$root/tools/bench/$name
         tool_case "$name --help" 0 '[ ! -s "$err" ] && head -n 1 "$out" | grep -q "^usage: $name "' "$py" "$t" --help

@@ -19,13 +19,15 @@
 #                        FlashInfer from H3_FLASHINFER_PATH (build_flashinfer.sh)
 # then tools/bench/profiles_table.py prints one table (ms, TFLOPS, error vs
 # exact per kernel, profile and S) and writes $OUT/profiles.json.
+# H3_PROF_ACC=S:H adds three H-head files at S, for the accuracy table: N(0,1), FA3's stress
+# mix (make_qkv.py) and the model-like block's first H heads (e.g. 8192:8).
 # Env: H3_BENCH_TMP (/tmp/h3prof: weights, inputs, q/k/v files; kept, reused),
 # H3_BENCH_REPS (10), H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_FLASHINFER_PATH,
 # OUT (./out).
 # Needs a GPU, PyTorch with safetensors, and (for cudnn_fp8) the cuDNN frontend.
 set -uo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || [ $# -lt 1 ]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -lt 1 ] && exit 2 || exit 0
 fi
 B=$1
@@ -41,21 +43,35 @@ for t in dit_block tools/gen_weights tools/gen_inputs tools/bench/bench_attn; do
   [ -x "$B/$t" ] || { echo "profiles.sh: $B/$t is missing (build first)"; exit 2; }
 done
 export PYTHONUNBUFFERED=1
+# qkv_of PROFILE S: the profile's block's q, k, v at S in $QKV (made once); fails if it cannot be made
+qkv_of() {
+  local W=$TMPD/block_$1.safetensors IN=$TMPD/inputs_$1_$2.safetensors
+  QKV=$TMPD/qkv_$1_$2.safetensors
+  [ -f "$W" ] || "$B/tools/gen_weights" --profile "$1" --seed 1 --out "$W" || { echo "profiles.sh: gen_weights failed"; exit 1; }
+  [ -f "$IN" ] || "$B/tools/gen_inputs" --profile "$1" --tokens "$2" --seed 2 --out "$IN" >/dev/null ||
+    { echo "profiles.sh: gen_inputs failed"; exit 1; }
+  [ -f "$QKV" ] || python3 "$HERE/torch_block.py" --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only ||
+    { echo "profiles.sh: torch_block.py --dump-qkv failed ($1, S = $2)"; return 1; }
+}
 files=()
 for prof in model uniform; do
-  W=$TMPD/block_$prof.safetensors
-  [ -f "$W" ] || "$B/tools/gen_weights" --profile "$prof" --seed 1 --out "$W" || { echo "profiles.sh: gen_weights failed"; exit 1; }
   for S in ${SEQS//,/ }; do
-    IN=$TMPD/inputs_${prof}_$S.safetensors QKV=$TMPD/qkv_${prof}_$S.safetensors
-    [ -f "$IN" ] || "$B/tools/gen_inputs" --profile "$prof" --tokens "$S" --seed 2 --out "$IN" >/dev/null ||
-      { echo "profiles.sh: gen_inputs failed"; exit 1; }
-    if [ ! -f "$QKV" ]; then
-      python3 "$HERE/torch_block.py" --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only ||
-        { echo "profiles.sh: torch_block.py --dump-qkv failed ($prof, S = $S)"; continue; }
-    fi
-    files+=("$QKV")
+    qkv_of $prof "$S" && files+=("$QKV")
   done
 done
+# H3_PROF_ACC=S:H adds the accuracy cases (issue 35 item 3): N(0,1), FA3's stress mix and the
+# model-like block's first H heads, at S (tools/bench/make_qkv.py)
+if [ -n "${H3_PROF_ACC:-}" ]; then
+  IFS=: read -r AS AH <<<"$H3_PROF_ACC"
+  for d in randn stress; do
+    f=$TMPD/qkv_${d}_${AS}_h$AH.safetensors
+    [ -f "$f" ] || python3 "$HERE/make_qkv.py" --dist $d --tokens "$AS" --heads "$AH" --seed 1 --out "$f" && files+=("$f")
+  done
+  f=$TMPD/qkv_model_${AS}_h$AH.safetensors
+  if [ -f "$f" ] || { qkv_of model "$AS" && python3 "$HERE/make_qkv.py" --from "$QKV" --heads "$AH" --out "$f"; }; then
+    files+=("$f")
+  fi
+fi
 [ ${#files[@]} -gt 0 ] || { echo "profiles.sh: no q/k/v files"; exit 1; }
 list=$(IFS=,; echo "${files[*]}")
 echo "== bench_attn: default kernels"
