@@ -207,8 +207,10 @@ static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
  * is multiplied by 2^k. And where the FP16 sums themselves would cost too
  * much (their error grows as B, ~4e-4 B per score), the warpgroup keeps Q as
  * it came and runs v78's FP32 loop: when any of its 64 rows has
- *   B_r = ||q8_r|| sq log2(e) / sqrt(128) max_j ||k8_j|| sk_j > kRowLimit.
- * max_j ||k8_j|| and max_j ||k8_j|| sk_j over the head's keys come from
+ *   B_r = ||q8_r|| sq log2(e) / sqrt(128) max_j ||k8_j|| sk_j > kRowLimit,
+ * or when a tile scalar sq 2^k log2(e) / sqrt(128) sk_j could be an f16
+ * subnormal (the f16x2 exponent fma takes it in f16: softmax16). The head's
+ * max_j ||k8_j||, max_j ||k8_j|| sk_j and max_j 1 / sk_j come from
  * key_norms, a pass before the kernel. */
 constexpr float kRowLimit = 64.f;
 
@@ -266,11 +268,12 @@ static __device__ __forceinline__ bool bar_red_or(uint32_t id, uint32_t nthreads
  * bound is over kRowLimit. Warp w takes its own wgmma rows 16w..16w+15, a
  * word per lane. Rows r and r + 8 share a thread's S registers, so they
  * take one shift, the larger of theirs: one more register in the loop would
- * spill. kcode: max_j ||k8_j||, kb: sq log2(e)/sqrt(128) max_j ||k8_j|| sk_j.
- * Returns whether the WG runs the f16 loop; f: 2^k of this thread's rows g
- * and g + 8. */
+ * spill. kcode: max_j ||k8_j||, kb: sq log2(e)/sqrt(128) max_j ||k8_j|| sk_j,
+ * cs0: sq log2(e)/sqrt(128) min_j sk_j, the least tile scalar before the
+ * shift. Returns whether the WG runs the f16 loop; f: 2^k of this thread's
+ * rows g and g + 8. */
 static __device__ __forceinline__ bool scale_q_rows(uint32_t qb, int w, int lane, int wgi, float kcode, float kb,
-                                                    float &f)
+                                                    float cs0, float &f)
 {
     const int g = lane / 4;
     const uint32_t at = qb + (uint32_t)(16 * w * 32 + lane) * 4u; /* + 128 r: row 16w + r's word */
@@ -287,6 +290,9 @@ static __device__ __forceinline__ bool scale_q_rows(uint32_t qb, int w, int lane
         big |= !(n * kb <= kRowLimit); /* NaN bounds too */
         k[r] = need <= 1.f ? 0 : min(ceil_log2(need), 14);
     }
+#pragma unroll
+    for (int r = 0; r < 8; ++r) /* f16's least normal, 2^-14 */
+        big |= !(cs0 * __uint_as_float((uint32_t)(127 + max(k[r], k[r + 8])) << 23) >= 0x1p-14f);
     if (bar_red_or(1 + wgi, 128, big)) return false;
     f = 1.f;
 #pragma unroll
@@ -518,7 +524,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                                  const float *__restrict__ sq, const float *__restrict__ sk,
                                  const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
                                  int S_pad, int nqt, uint16_t *__restrict__ O, float *__restrict__ lse,
-                                 const float *__restrict__ kn /* kFS16Row: key_norms' two bounds per head */)
+                                 const float *__restrict__ kn /* kFS16Row: key_norms' three bounds per head */)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool kQ16 = kF & kFS16; /* Q K^T in FP16, Q's codes scaled by 2^-9 (kFS16Row: per row) */
@@ -590,7 +596,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         float f = 1.f; /* kRow: 2^k of rows g and g + 8, their tile scalars' factor */
         bool use16 = kQ16;
         if constexpr (kRow)
-            use16 = scale_q_rows(sQ + wgi * (kTile / 2), w, lane, wgi, kn[2 * h], sqq * kScaleLog2 * kn[2 * h + 1], f);
+            use16 = scale_q_rows(sQ + wgi * (kTile / 2), w, lane, wgi, kn[3 * h], sqq * kScaleLog2 * kn[3 * h + 1],
+                                 sqq * kScaleLog2 / kn[3 * h + 2], f);
         else if constexpr (kQ16)
             scale_q_2m9(sQ + wgi * (kTile / 2), tw, wgi);
         const float sqf = sqq * f; /* kRow: the tile scalars of rows g and g + 8 from it (FP32 loop: f = 1) */
@@ -686,17 +693,17 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 #endif
 }
 
-/* kFS16Row's pass before the kernel: per head h, kn[2h] = max_j ||k8_j||
- * over the codes of its S_pad key rows and kn[2h + 1] = max_j ||k8_j|| sk_j
- * (kn zeroed before; rows past S only make the bounds larger). A thread a
- * row, the maxima by atomicMax on the bits (non-negative floats order as
- * their bits do). */
+/* kFS16Row's pass before the kernel: per head h, kn[3h] = max_j ||k8_j||
+ * over the codes of its S_pad key rows, kn[3h + 1] = max_j ||k8_j|| sk_j and
+ * kn[3h + 2] = max_j 1 / sk_j (kn zeroed before; rows past S only make the
+ * bounds larger). A thread a row, the maxima by atomicMax on the bits
+ * (non-negative floats order as their bits do). */
 __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict__ k8, const float *__restrict__ sk,
                                                        int S_pad, float *__restrict__ kn)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int h = blockIdx.y, row = blockIdx.x * blockDim.x + threadIdx.x;
-    float n = 0.f, nv = 0.f;
+    float n = 0.f, nv = 0.f, is = 0.f;
     if (row < S_pad) {
         const uint4 *p = reinterpret_cast<const uint4 *>(k8 + ((size_t)h * S_pad + row) * kD);
         float n2 = 0.f;
@@ -705,17 +712,21 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
             const uint4 x = p[i];
             n2 += e4m3x4_sumsq(x.x) + e4m3x4_sumsq(x.y) + e4m3x4_sumsq(x.z) + e4m3x4_sumsq(x.w);
         }
+        const float skr = sk[(size_t)h * (S_pad / kBN) + row / kBN];
         n = sqrtf(n2);
-        nv = n * sk[(size_t)h * (S_pad / kBN) + row / kBN];
+        nv = n * skr;
+        is = 1.f / skr;
     }
 #pragma unroll
     for (int o = 16; o; o >>= 1) {
         n = fmaxf(n, __shfl_xor_sync(0xffffffffu, n, o));
         nv = fmaxf(nv, __shfl_xor_sync(0xffffffffu, nv, o));
+        is = fmaxf(is, __shfl_xor_sync(0xffffffffu, is, o));
     }
     if (threadIdx.x % 32 == 0) {
-        atomicMax(reinterpret_cast<int *>(kn + 2 * h), __float_as_int(n));
-        atomicMax(reinterpret_cast<int *>(kn + 2 * h + 1), __float_as_int(nv));
+        atomicMax(reinterpret_cast<int *>(kn + 3 * h), __float_as_int(n));
+        atomicMax(reinterpret_cast<int *>(kn + 3 * h + 1), __float_as_int(nv));
+        atomicMax(reinterpret_cast<int *>(kn + 3 * h + 2), __float_as_int(is));
     }
 #else
     (void)k8, (void)sk, (void)S_pad, (void)kn;
@@ -889,11 +900,11 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
         if (H > cap) {
             if (buf) (void)cudaFree(buf);
             buf = nullptr, cap = 0;
-            if ((ce = cudaMalloc(&buf, sizeof(float) * 2 * (size_t)H)) != cudaSuccess) return (int)ce;
+            if ((ce = cudaMalloc(&buf, sizeof(float) * 3 * (size_t)H)) != cudaSuccess) return (int)ce;
             cap = H;
         }
         kn = buf;
-        if ((ce = cudaMemsetAsync(kn, 0, sizeof(float) * 2 * (size_t)H, (cudaStream_t)stream)) != cudaSuccess)
+        if ((ce = cudaMemsetAsync(kn, 0, sizeof(float) * 3 * (size_t)H, (cudaStream_t)stream)) != cudaSuccess)
             return (int)ce;
         h3lab_key_norms<<<dim3((unsigned)((S_pad + 255) / 256), (unsigned)H), 256, 0, (cudaStream_t)stream>>>(
             k8, sk, S_pad, kn);
