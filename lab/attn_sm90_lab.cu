@@ -203,15 +203,18 @@ static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
  * 2026-12-07). So each row r takes the least k >= 0 with
  *   ||q8_r|| max_j ||k8_j|| 2^-k <= 65504 / 1.1,
  * which by Cauchy-Schwarz keeps every partial sum of its dots in f16's range
- * (the margin covers the re-rounding, at most 1/16 up), and its tile scalar
- * is multiplied by 2^k. And where the FP16 sums themselves would cost too
- * much (their error grows as B, ~4e-4 B per score), the warpgroup keeps Q as
- * it came and runs v78's FP32 loop: when any of its 64 rows has
+ * (the margin covers the re-rounding: at most 1/16 up for a normal code, and
+ * codes re-rounded into subnormals add at most sqrt(128) 2^-10 to a norm that
+ * is over 5 wherever k > 0), and its tile scalar is multiplied by 2^k. The
+ * f16x2 exponent fma takes that scalar in f16 (softmax16), so k is also at
+ * least the k0 that keeps the least one, sq 2^k log2(e) / sqrt(128) min_j
+ * sk_j, at or over f16's least normal 2^-14. And where the FP16 sums
+ * themselves would cost too much (their error grows as B, ~4e-4 B per
+ * score), the warpgroup keeps Q as it came and runs v78's FP32 loop: when
+ * any of its 64 rows has
  *   B_r = ||q8_r|| sq log2(e) / sqrt(128) max_j ||k8_j|| sk_j > kRowLimit,
- * or when a tile scalar sq 2^k log2(e) / sqrt(128) sk_j could be an f16
- * subnormal (the f16x2 exponent fma takes it in f16: softmax16). The head's
- * max_j ||k8_j||, max_j ||k8_j|| sk_j and max_j 1 / sk_j come from
- * key_norms, a pass before the kernel. */
+ * or k0 > 14. The head's max_j ||k8_j||, max_j ||k8_j|| sk_j and max_j 1 /
+ * sk_j come from key_norms, a pass before the kernel. */
 constexpr float kRowLimit = 64.f;
 
 static __device__ __forceinline__ float e4m3x4_sumsq(uint32_t w)
@@ -270,7 +273,7 @@ static __device__ __forceinline__ bool bar_red_or(uint32_t id, uint32_t nthreads
  * take one shift, the larger of theirs: one more register in the loop would
  * spill. kcode: max_j ||k8_j||, kb: sq log2(e)/sqrt(128) max_j ||k8_j|| sk_j,
  * cs0: sq log2(e)/sqrt(128) min_j sk_j, the least tile scalar before the
- * shift. Returns whether the WG runs the f16 loop; f: 2^k of this thread's
+ * shift (k0 above). Returns whether the WG runs the f16 loop; f: 2^k of this thread's
  * rows g and g + 8. */
 static __device__ __forceinline__ bool scale_q_rows(uint32_t qb, int w, int lane, int wgi, float kcode, float kb,
                                                     float cs0, float &f)
@@ -290,14 +293,15 @@ static __device__ __forceinline__ bool scale_q_rows(uint32_t qb, int w, int lane
         big |= !(n * kb <= kRowLimit); /* NaN bounds too */
         k[r] = need <= 1.f ? 0 : min(ceil_log2(need), 14);
     }
-#pragma unroll
-    for (int r = 0; r < 8; ++r) /* f16's least normal, 2^-14 */
-        big |= !(cs0 * __uint_as_float((uint32_t)(127 + max(k[r], k[r + 8])) << 23) >= 0x1p-14f);
+    /* k0: the least scalar's shift to f16's least normal (zero rows too: all k >= k0) */
+    const float lift = 0x1p-14f / cs0; /* +inf or NaN if cs0 is 0 or NaN: the FP32 loop */
+    const int k0 = lift <= 1.f ? 0 : lift <= 0x1p14f ? ceil_log2(lift) : 15;
+    big |= k0 > 14;
     if (bar_red_or(1 + wgi, 128, big)) return false;
     f = 1.f;
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
-        const int kp = max(k[r % 8], k[r % 8 + 8]);
+        const int kp = max(max(k[r % 8], k[r % 8 + 8]), k0);
         if (kp != 0) { /* read again: keeping the 16 words would spill */
             uint32_t v;
             asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(at + 128u * r) : "memory");
