@@ -13,8 +13,8 @@
 # fa3; H3_VARIANTS adds lab variants), ab (lab/sm90_ab.sh on the
 # model-like q/k/v at each S of H3_AB_SEQS, default 30272, for the lab variants in H3_AB_VARIANTS).
 # H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); variants
-# (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS, and
-# its shape sweep on each of H3_SWEEP_VARIANTS); cases
+# (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS); sweeps
+# (its shape sweep on each lab variant of H3_SWEEP_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
 # and each lab variant of H3_CASE_VARIANTS); blocks (dit_block with stage
 # checks on both data profiles: S = 30272 in both GEMM modes, 4096 and 75600
@@ -156,8 +156,10 @@ for s in $steps; do
       timeout 300 "$BUILD/tests/test_gpu_attention" --variant "$v" >"$OUT/test_v$v.log" 2>&1
       summary+=("test_gpu_attention --variant $v: rc=$? $(grep -E 'passed|failed' "$OUT/test_v$v.log" | tail -1)")
       grep -E "FAIL" "$OUT/test_v$v.log" | head -5
-    done
-    for v in ${H3_SWEEP_VARIANTS:-}; do # the shape sweep too (test_gpu_attention_sweep's cases)
+    done ;;
+  sweeps)
+    log "test_gpu_attention --sweep on lab variants"
+    for v in ${H3_SWEEP_VARIANTS:-}; do
       timeout 300 "$BUILD/tests/test_gpu_attention" --sweep --variant "$v" >"$OUT/sweep_v$v.log" 2>&1
       summary+=("test_gpu_attention --sweep --variant $v: rc=$? $(grep -E 'passed|failed' "$OUT/sweep_v$v.log" | tail -1)")
       grep -E "FAIL" "$OUT/sweep_v$v.log" | head -5
