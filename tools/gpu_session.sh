@@ -70,7 +70,8 @@ py_env() { export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH
 # the lead machine's path resolve here too.
 if [ -n "${H3_SRC_PATH:-}" ] && [ ! -e "$H3_SRC_PATH" ]; then mkdir -p "$(dirname "$H3_SRC_PATH")"; ln -s "$PWD" "$H3_SRC_PATH"; fi
 BUILD=${H3_BUILD:-build-dev}
-# carried wheels (.whl: the cuDNN frontend for the FP8 peer), once per machine
+# carried wheels (.whl: the cuDNN frontend for the FP8 peer; diffusers 0.42.1 and
+# huggingface_hub 1.33.0 for test_python_package_gpu and pyblock), once per machine
 if compgen -G ".whl/*.whl" >/dev/null && [ ! -d /tmp/site ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl >"$OUT/wheels.log" 2>&1 ||
     echo "gpu_session: wheels did not install (see wheels.log)"
