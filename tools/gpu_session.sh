@@ -12,7 +12,8 @@
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
 # fa3; H3_VARIANTS adds lab variants), ab (lab/sm90_ab.sh on the
 # model-like q/k/v at each S of H3_AB_SEQS, default 30272, for the lab variants in H3_AB_VARIANTS).
-# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON); variants
+# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON), H3_SPLIT_GRID=1 with
+# the Hopper kernel's split CTAs in the launch (-DH3_SM90_SPLIT_GRID=ON); variants
 # (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS); sweeps
 # (its shape sweep on each lab variant of H3_SWEEP_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
@@ -92,6 +93,7 @@ for s in $steps; do
       carried_jsonc
       BUILD=${H3_BUILD:-build-gpu} # under /tmp it survives between the calls of one warm machine
       if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) \
+           -DH3_SM90_SPLIT_GRID=$([ "${H3_SPLIT_GRID:-0}" = 1 ] && echo ON || echo OFF) \
            -DH3_TORCH_PYTHON="$(command -v python3)" >"$OUT/build.log" 2>&1 &&
          cmake --build $BUILD -j16 >>"$OUT/build.log" 2>&1; then summary+=("build: ok"); else summary+=("build: FAILED"); tail -30 "$OUT/build.log"; fi
     fi ;;

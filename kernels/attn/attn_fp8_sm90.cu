@@ -46,13 +46,16 @@ typedef void (*WsFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, co
 typedef void (*Wg3Fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
                       const float *, const float *, int, int, int, const h3_sm90_grid, uint16_t *, float *);
 
-/* Split CTAs (sm90_grid.h) in the production launch. They are built,
- * reviewed and checked on the CPU (the plan in test_sm90_grid, the split
- * rows' numerics in test_cpu_attention) and run by two lab variants; they
- * become the default once the GPU suite passes with them and an
- * interleaved A/B on the device shows the gain the plan estimates
- * (docs/perf.md, "What limits the kernel"). */
-constexpr bool kSplitGrid = false;
+/* Split CTAs (sm90_grid.h) in the production launch. They are checked on
+ * the CPU (the plan in test_sm90_grid, the split rows' numerics in
+ * test_cpu_attention) and, through the lab, on an H100 (test_gpu_attention's
+ * cases and an A/B: docs/perf.md); they become the default once the whole
+ * GPU suite passes with them. Until then a build configured
+ * with -DH3_SM90_SPLIT_GRID=ON turns them on, for that suite. */
+#ifndef H3_SM90_SPLIT_GRID
+#define H3_SM90_SPLIT_GRID 0
+#endif
+constexpr bool kSplitGrid = H3_SM90_SPLIT_GRID != 0;
 
 /* The three-consumer kernel for this S_pad and its shared memory: with the
  * per-tile table while it fits, and, with split_ok (the launch passes
@@ -114,7 +117,9 @@ extern "C" int h3k_attn_fp8_sm90_grid(int S, int H, h3_sm90_grid *grid)
 
 extern "C" const char *h3k_attn_fp8_sm90_variant_name(int smoothed)
 {
-    return smoothed ? "wg3: three consumer warpgroups, each tile's P V folded into FP32 O, V's mean added"
+    return smoothed ? (kSplitGrid ? "wg3: three consumer warpgroups, each tile's P V folded into FP32 O, V's mean "
+                                    "added; split CTAs fill the last wave"
+                                  : "wg3: three consumer warpgroups, each tile's P V folded into FP32 O, V's mean added")
                     : "ws: two consumer warpgroups, QK^T(n) overlapped with PV(n-1), P V folded into FP32 O";
 }
 
