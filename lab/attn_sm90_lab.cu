@@ -899,7 +899,7 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
     if (ce != cudaSuccess) return (int)ce;
     float *kn = nullptr;
     if (v->knorms) {
-        static float *buf; /* the lab's: grown, never freed */
+        static float *buf; /* the lab's: grown, never freed; one device, one stream at a time */
         static int cap;
         if (H > cap) {
             if (buf) (void)cudaFree(buf);
