@@ -159,9 +159,10 @@ static __device__ __forceinline__ uint32_t e4m3x4_from_h2(uint32_t a, uint32_t b
         : "r"(a), "r"(b));
     return r;
 }
-/* four e4m3 codes times 2^-9, back to e4m3 (satfinite RNE) */
-static __device__ __forceinline__ uint32_t e4m3x4_scale_2m9(uint32_t w)
+/* four e4m3 codes times 2^-k (0 <= k <= 14), back to e4m3 (satfinite RNE) */
+static __device__ __forceinline__ uint32_t e4m3x4_scale_pow2(uint32_t w, int k)
 {
+    const uint32_t m = (uint32_t)(15 - k) << 10, m2 = m | (m << 16);
     uint32_t r;
     asm("{\n.reg .b16 a, b, ra, rb;\n.reg .b32 ha, hb;\n"
         "mov.b32 {a, b}, %1;\n"
@@ -173,7 +174,7 @@ static __device__ __forceinline__ uint32_t e4m3x4_scale_2m9(uint32_t w)
         "cvt.rn.satfinite.e4m3x2.f16x2 rb, hb;\n"
         "mov.b32 %0, {ra, rb};\n}"
         : "=r"(r)
-        : "r"(w), "r"(0x18001800u)); /* 2^-9 in both halves */
+        : "r"(w), "r"(m2));
     return r;
 }
 
@@ -187,7 +188,7 @@ static __device__ __forceinline__ void scale_q_2m9(uint32_t qb, int tw, int wgi)
         const uint32_t addr = qb + (uint32_t)(tw + 128 * i) * 4u;
         uint32_t v;
         asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-        v = e4m3x4_scale_2m9(v);
+        v = e4m3x4_scale_pow2(v, 9);
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
     }
     sm90::fence_proxy_async_smem();
@@ -226,25 +227,6 @@ static __device__ __forceinline__ float e4m3x4_sumsq(uint32_t w)
         : "r"(w));
     const float2 x = h2f(a), y = h2f(b); /* squares in FP32: 448^2 is past f16's range */
     return fmaf(x.x, x.x, fmaf(x.y, x.y, fmaf(y.x, y.x, y.y * y.y)));
-}
-
-/* four e4m3 codes times 2^-k (0 <= k <= 14), back to e4m3 (satfinite RNE) */
-static __device__ __forceinline__ uint32_t e4m3x4_scale_pow2(uint32_t w, int k)
-{
-    const uint32_t m = (uint32_t)(15 - k) << 10, m2 = m | (m << 16);
-    uint32_t r;
-    asm("{\n.reg .b16 a, b, ra, rb;\n.reg .b32 ha, hb;\n"
-        "mov.b32 {a, b}, %1;\n"
-        "cvt.rn.f16x2.e4m3x2 ha, a;\n"
-        "cvt.rn.f16x2.e4m3x2 hb, b;\n"
-        "mul.rn.f16x2 ha, ha, %2;\n"
-        "mul.rn.f16x2 hb, hb, %2;\n"
-        "cvt.rn.satfinite.e4m3x2.f16x2 ra, ha;\n"
-        "cvt.rn.satfinite.e4m3x2.f16x2 rb, hb;\n"
-        "mov.b32 %0, {ra, rb};\n}"
-        : "=r"(r)
-        : "r"(w), "r"(m2));
-    return r;
 }
 
 /* the least k with 2^k >= x, for x > 1 */
