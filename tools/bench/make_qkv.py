@@ -13,26 +13,12 @@ expect: tensors q, k, v, BF16, [S][H*128], and metadata profile (randn, stress, 
 profile with "_hH" added), tokens, heads, head_dim and seed. Needs PyTorch and safetensors; runs on
 the CPU. The file is written to FILE.tmp and renamed, so a failed run leaves no partial output.
 """
-import json
 import os
 import sys
 
 from h3cli import Parser
 
 D = 128
-
-
-def read_header(path):
-    """the safetensors header of path (dict), or ValueError naming the file"""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            if n <= 0 or n > min(size - 8, 100 << 20):
-                raise ValueError(f"header length {n} does not fit the file ({size} bytes)")
-            return json.loads(f.read(n))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: {e}") from None
 
 
 def main():
@@ -52,9 +38,11 @@ def main():
         ap.error("--dist needs --tokens S, S >= 1")
     if a.src and os.path.abspath(a.src) == os.path.abspath(a.out):
         ap.error(f"--out {a.out} is the --from file")
+    import safetensors
     import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
+    bad_file = getattr(safetensors, "SafetensorError", RuntimeError)  # what safe_open raises on a malformed file
 
     if a.dist:
         g = torch.Generator().manual_seed(a.seed)
@@ -68,21 +56,20 @@ def main():
         meta = dict(profile=a.dist, tokens=a.tokens, heads=a.heads, head_dim=D, seed=a.seed)
     else:
         try:
-            hdr = read_header(a.src)
-            meta = hdr.get("__metadata__") or {}
             t = {}
             with safe_open(a.src, framework="pt") as f:
+                meta = f.metadata() or {}
                 for name in "qkv":
                     if name not in f.keys():
-                        raise ValueError(f"{a.src}: no tensor '{name}'")
+                        raise ValueError(f"no tensor '{name}'")
                     x = f.get_tensor(name)
                     if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] % D:
-                        raise ValueError(f"{a.src}: tensor '{name}' is {x.dtype} {list(x.shape)}, want BF16 [S, H*{D}]")
+                        raise ValueError(f"tensor '{name}' is {x.dtype} {list(x.shape)}, want BF16 [S, H*{D}]")
                     if x.shape[1] < a.heads * D:
-                        raise ValueError(f"{a.src}: tensor '{name}' has {x.shape[1] // D} heads, fewer than --heads {a.heads}")
+                        raise ValueError(f"tensor '{name}' has {x.shape[1] // D} heads, fewer than --heads {a.heads}")
                     t[name] = x[:, :a.heads * D].contiguous()
-        except (OSError, ValueError, RuntimeError) as e:
-            print(f"make_qkv: {e}", file=sys.stderr)
+        except (OSError, ValueError, RuntimeError, bad_file) as e:
+            print(f"make_qkv: {a.src}: {e}", file=sys.stderr)
             return 1
         meta = dict(meta, profile=f"{meta.get('profile', 'unknown')}_h{a.heads}", tokens=t["q"].shape[0],
                     heads=a.heads, head_dim=D, source=os.path.basename(a.src))
