@@ -26,7 +26,7 @@
  *   v158  the production kernel with kFinite (running max started at
  *         -FLT_MAX, as v152 does for v150) on the split grid
  *   v159  the production kernel on the split grid (sm90_grid.h's plan for
- *         this device; the launch's kSplitGrid switches it on there)
+ *         this device, as the launch runs it with kSplitGrid on)
  *
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points

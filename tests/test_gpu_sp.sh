@@ -2,8 +2,14 @@
 # test_gpu_sp.sh DIT_BLOCK GEN_WEIGHTS ST_TOOL WORKDIR
 # dit_block --gpus P (sequence parallel, sp.c) against --gpus 1 on the same
 # weights and inputs: the outputs must agree within the attention tolerance
-# (relative RMS <= 5e-3; only the GEMMs' cuBLASLt algorithms for S/P rows
-# and the per-rank summation order differ, attention is the same per head).
+# (relative RMS <= 5e-3; the GEMMs' cuBLASLt algorithms for S/P rows and the
+# per-rank summation order differ, and so may attention's rounding: which
+# query rows run in split CTAs depends on the launch's head count, H/P on a
+# rank, and a split row's P is rounded against its part's max, sm90_grid.h).
+# In FP8-GEMM mode the e4m3 rounding of the attention output can magnify
+# that last difference past 5e-3; such a run passes only if it is no less
+# accurate than the --gpus 1 one: both against the --gpus 1 BF16-GEMM
+# output, its error at most 1.05x the reference's.
 # Both sides smooth V (the default; the ranks add up their column sums for
 # V's mean, which can differ from --gpus 1's in the last bit); the tiny
 # block's P = 2 also runs with --smooth-v off on both sides.
@@ -38,19 +44,42 @@ refname() { echo "$work/ref_$(basename "$1" .safetensors)_${2}_${3//[:,]/_}_$4_$
 # one W TOKENS TAG GEMM SMOOTH ARGS...: --gpus 1 reference (cached per
 # W/TOKENS/GEMM/SMOOTH/accum) vs the run with ARGS (output sp_TAG), both with
 # --smooth-v SMOOTH and --gemm-accum $accum
+# mkref W TOKENS GEMM SMOOTH TAG: make the reference refname names, once
+mkref() {
+  local ref; ref=$(refname "$1" "$2" "$3" "$4")
+  [ -f "$ref" ] && return 0
+  # row scales as the ranks take (block scales are one GPU's only)
+  "$dit" --gpu --weights "$1" --tokens "$2" --gemm "$3" --gemm-scales rows --gemm-accum $accum --smooth-v "$4" --check none --repeat 1 \
+    --warmup 0 --quiet --output "$ref" >"$work/ref.log" 2>&1 && return 0
+  echo "FAIL reference run ($5):"; tail -5 "$work/ref.log"; fail=1; return 1
+}
+# relrms A B: x's relative RMS difference, A against B (empty if unreadable or non-finite)
+relrms() { "$st" diff "$1" "$2" x 1e30 2>/dev/null | sed -n 's/^x: rel RMS \([^ ]*\) .*, 0 non-finite over .*/\1/p'; }
+# fp8_no_worse OUT REF BREF: the FP8-GEMM rule above; prints its figures
+fp8_no_worse() {
+  local d e_ref e_out
+  d=$(relrms "$1" "$2") e_ref=$(relrms "$2" "$3") e_out=$(relrms "$1" "$3")
+  echo "against --gpus 1 bf16: $e_out, the fp8 reference's $e_ref; the two fp8 outputs differ by $d"
+  [ -n "$e_ref" ] && [ -n "$e_out" ] &&
+    awk -v r="$e_ref" -v o="$e_out" 'BEGIN { exit !(o <= 1.05 * r) }'
+}
 one() {
   local w=$1 n=$2 tag=$3 gemm=$4 sm=$5; shift 5
   local ref; ref=$(refname "$w" "$n" "$gemm" "$sm")
-  if [ ! -f "$ref" ]; then
-    # row scales as the ranks take (block scales are one GPU's only)
-    "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --gemm-scales rows --gemm-accum $accum --smooth-v "$sm" --check none --repeat 1 \
-      --warmup 0 --quiet --output "$ref" >"$work/ref.log" 2>&1 ||
-      { echo "FAIL reference run ($tag):"; tail -5 "$work/ref.log"; fail=1; return; }
-  fi
-  local out=$work/sp_$tag.safetensors res=
+  mkref "$w" "$n" "$gemm" "$sm" "$tag" || return
+  local out=$work/sp_$tag.safetensors res= ok=0
   if "$dit" --gpu --weights "$w" --tokens "$n" --gemm "$gemm" --gemm-accum $accum --smooth-v "$sm" --repeat 2 --warmup 1 \
-       --quiet --output "$out" "$@" \
-       >"$work/sp_$tag.log" 2>&1 && res=$("$st" diff "$out" "$ref" x $tol); then
+       --quiet --output "$out" "$@" >"$work/sp_$tag.log" 2>&1; then
+    if res=$("$st" diff "$out" "$ref" x $tol); then
+      ok=1
+    elif [[ $gemm == fp8* ]] && [[ $res == *"0 non-finite"* ]]; then
+      local bref; bref=$(accum=fp32 refname "$w" "$n" bf16 "$sm")
+      accum=fp32 mkref "$w" "$n" bf16 "$sm" "$tag, bf16" || return
+      local why; why=$(fp8_no_worse "$out" "$ref" "$bref") && ok=1
+      res+="; $why"
+    fi
+  fi
+  if [ $ok = 1 ]; then
     # the ranks must have smoothed exactly when asked (the report's attention line says so)
     if { [ "$sm" = on ] && ! grep -q "V smoothed (mean over all ranks' tokens)" "$work/sp_$tag.log"; } ||
        { [ "$sm" = off ] && grep -q "V smoothed" "$work/sp_$tag.log"; }; then
