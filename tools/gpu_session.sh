@@ -12,8 +12,8 @@
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
 # fa3; H3_VARIANTS adds lab variants), ab (lab/sm90_ab.sh on the
 # model-like q/k/v at each S of H3_AB_SEQS, default 30272, for the lab variants in H3_AB_VARIANTS).
-# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON), H3_SPLIT_GRID=1 with
-# the Hopper kernel's split CTAs in the launch (-DH3_SM90_SPLIT_GRID=ON); variants
+# H3_LAB=1 configures the build with the lab (-DH3_LAB=ON), H3_SPLIT_GRID=0
+# without the Hopper kernel's split CTAs in the launch (-DH3_SM90_SPLIT_GRID=OFF); variants
 # (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS); sweeps
 # (its shape sweep on each lab variant of H3_SWEEP_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
@@ -27,7 +27,9 @@
 # off); runsh (tools/run.sh itself, both GEMM modes, H3_CUDA_ARCHS=90a);
 # probe (tools/bench/block_probe.sh on the model-like block at S = 30272:
 # clock and power with attention alone and in the block, ncu of one block
-# run; H3_PROBE_GEMM, default fp8); pybench (the Python package against the PyTorch peers on the model-like
+# run; H3_PROBE_GEMM, default fp8); torchblock (tools/bench/torch_block.py,
+# the PyTorch block eager and compiled, on the model-like block at S = 30272);
+# pybench (the Python package against the PyTorch peers on the model-like
 # q, k, v at H3_PYBENCH_SEQS, then diffusers' block with each processor,
 # eager and compiled: tools/bench/diffusers_block.py; pyattn and pyblock are
 # its two halves; H3_FA3_PATH, a build_fa3.sh output, adds fa3_* impls).
@@ -93,7 +95,7 @@ for s in $steps; do
       carried_jsonc
       BUILD=${H3_BUILD:-build-gpu} # under /tmp it survives between the calls of one warm machine
       if cmake -S . -B $BUILD -DH3_CUDA_ARCHS=90a -DH3_JSONC_STATIC=ON -DH3_LAB=$([ "${H3_LAB:-0}" = 1 ] && echo ON || echo OFF) \
-           -DH3_SM90_SPLIT_GRID=$([ "${H3_SPLIT_GRID:-0}" = 1 ] && echo ON || echo OFF) \
+           -DH3_SM90_SPLIT_GRID=$([ "${H3_SPLIT_GRID:-1}" = 0 ] && echo OFF || echo ON) \
            -DH3_TORCH_PYTHON="$(command -v python3)" >"$OUT/build.log" 2>&1 &&
          cmake --build $BUILD -j16 >>"$OUT/build.log" 2>&1; then summary+=("build: ok"); else summary+=("build: FAILED"); tail -30 "$OUT/build.log"; fi
     fi ;;
@@ -171,7 +173,7 @@ for s in $steps; do
     # H3_BLOCK_RUNS: PROFILE:S:GEMM items (default: both profiles, 30272 in
     # both GEMM modes, 4096 and 75600 in BF16; GEMM fp8: --gemm fp8 with its
     # default scales (blocks where they run), fp8b / fp8r: --gemm-scales
-    # blocks / rows named); every 30272 output is then compared with an FP32
+    # blocks / rows named, fp8f: --gemm-accum fast); every 30272 output is then compared with an FP32
     # PyTorch block of the profiles in H3_F32_PROFILES
     log "dit_block on the data profiles"
     runs=${H3_BLOCK_RUNS:-"model:30272:bf16 model:30272:fp8 model:30272:fp8r uniform:30272:bf16 uniform:30272:fp8 uniform:30272:fp8r model:4096:bf16 uniform:4096:bf16 model:75600:bf16 uniform:75600:bf16"}
@@ -180,7 +182,8 @@ for s in $steps; do
       prof_files $prof $S
       tag=${prof}_${S}_$gemm
       gargs=(--gemm "$gemm")
-      case $gemm in fp8b) gargs=(--gemm fp8 --gemm-scales blocks) ;; fp8r) gargs=(--gemm fp8 --gemm-scales rows) ;; esac
+      case $gemm in fp8b) gargs=(--gemm fp8 --gemm-scales blocks) ;; fp8r) gargs=(--gemm fp8 --gemm-scales rows) ;;
+        fp8f) gargs=(--gemm fp8 --gemm-accum fast) ;; esac
       timeout 200 "$BUILD/dit_block" --weights "$W" --input "$IN" "${gargs[@]}" --quiet --json "$OUT/block_$tag.json" \
         $([ $S = 30272 ] && echo --output /tmp/ours_$tag.safetensors) >"$OUT/block_$tag.log" 2>&1
       rc=$?; summary+=("dit_block $tag: rc=$rc $(grep -E '^block total ' "$OUT/block_$tag.log" | tr -s ' ')")
@@ -190,7 +193,7 @@ for s in $steps; do
       timeout 200 python3 tools/bench/torch_block.py --weights $P/block_$prof.safetensors \
         --input $P/inputs_${prof}_30272.safetensors --dtype fp32 --output /tmp/ref_f32_$prof.safetensors \
         >"$OUT/torch_f32_$prof.log" 2>&1 || tail -5 "$OUT/torch_f32_$prof.log"
-      for gemm in bf16 fp8 fp8b fp8r; do
+      for gemm in bf16 fp8 fp8b fp8r fp8f; do
         [ -f /tmp/ours_${prof}_30272_$gemm.safetensors ] || continue
         python3 tools/bench/compare_outputs.py /tmp/ours_${prof}_30272_$gemm.safetensors /tmp/ref_f32_$prof.safetensors \
           --input $P/inputs_${prof}_30272.safetensors --json "$OUT/compare_${prof}_$gemm.json" 2>&1 | tail -3
@@ -246,6 +249,13 @@ print("installed:", h3block.__file__, h3block.library_version(), h3block.attenti
     prof_qkv model 30272
     timeout 550 bash tools/bench/block_probe.sh "$BUILD" "$W" "$IN" "$QKV" "${H3_PROBE_GEMM:-fp8}" >"$OUT/probe.log" 2>&1
     summary+=("block probe: rc=$?"); tail -45 "$OUT/probe.log" ;;
+  torchblock)
+    log "the PyTorch block (tools/bench/torch_block.py), eager and torch.compile"
+    prof_files model 30272
+    timeout 300 python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --json "$OUT/torch_block.json" \
+      >"$OUT/torch_block.log" 2>&1
+    summary+=("torch block: rc=$? $(grep -E '^(eager|compiled) block' "$OUT/torch_block.log" | tr '\n' ';')")
+    tail -8 "$OUT/torch_block.log" ;;
   pyattn)
     log "the Python package against the PyTorch peers"
     files=()

@@ -22,8 +22,8 @@
 # H3_PROF_ACC=S:H adds three H-head files at S, for the accuracy table: N(0,1), FA3's stress
 # mix (make_qkv.py) and the model-like block's first H heads (e.g. 8192:8).
 # Env: H3_BENCH_TMP (/tmp/h3prof: weights, inputs, q/k/v files; kept, reused),
-# H3_BENCH_REPS (10), H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_FLASHINFER_PATH,
-# OUT (./out).
+# H3_PROF_PROFILES (model uniform: the data profiles), H3_BENCH_REPS (10),
+# H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_FLASHINFER_PATH, OUT (./out).
 # Needs a GPU, PyTorch with safetensors, and (for cudnn_fp8) the cuDNN frontend.
 set -uo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || [ $# -lt 1 ]; then
@@ -54,7 +54,8 @@ qkv_of() {
     { echo "profiles.sh: torch_block.py --dump-qkv failed ($1, S = $2)"; return 1; }
 }
 files=()
-for prof in model uniform; do
+for prof in ${H3_PROF_PROFILES:-model uniform}; do
+  case $prof in model | uniform) ;; *) echo "profiles.sh: H3_PROF_PROFILES: unknown profile '$prof' (model, uniform)"; exit 2 ;; esac
   for S in ${SEQS//,/ }; do
     qkv_of $prof "$S" && files+=("$QKV")
   done
