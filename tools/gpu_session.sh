@@ -53,20 +53,8 @@ carried_jsonc() {
   fi
   export PKG_CONFIG_PATH=/tmp/jsonc/usr/lib/x86_64-linux-gnu/pkgconfig H3_CMAKE_ARGS="-DH3_JSONC_STATIC=ON ${H3_CMAKE_ARGS:-}"
 }
-# A data profile's block (gen_weights --seed 1) and its inputs at S tokens
-# (gen_inputs --seed 2) under /tmp/h3prof, made once per machine; sets P, W, IN.
-prof_files() { # PROFILE S
-  P=/tmp/h3prof W=/tmp/h3prof/block_$1.safetensors IN=/tmp/h3prof/inputs_$1_$2.safetensors
-  mkdir -p $P
-  [ -f "$W" ] || "$BUILD/tools/gen_weights" --profile "$1" --seed 1 --out "$W" >/dev/null 2>&1
-  [ -f "$IN" ] || "$BUILD/tools/gen_inputs" --profile "$1" --tokens "$2" --seed 2 --out "$IN" >/dev/null
-}
-# ... and its attention inputs (q, k after q/k-norm and RoPE, v) at S; sets QKV
-prof_qkv() { # PROFILE S
-  prof_files "$1" "$2"
-  QKV=$P/qkv_$1_$2.safetensors
-  [ -f "$QKV" ] || python3 tools/bench/torch_block.py --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only >/dev/null 2>&1
-}
+# the data profiles' block, inputs and q/k/v: prof_files, prof_qkv
+source tools/bench/prof_files.sh
 # the Python package from this build (pyattn, pyblock)
 py_env() { export H3BLOCK_LIBRARY=$(cd "$BUILD" && pwd)/libh3block.so PYTHONPATH=$PWD/python/src:${PYTHONPATH:-}; }
 # CMake build dirs hold absolute paths of the machine they were made on: make

@@ -30,7 +30,7 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || [ $# -lt 1 ]; then
   sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -lt 1 ] && exit 2 || exit 0
 fi
-B=$1
+BUILD=$1
 SEQS=${2:-8192,30272,75600}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TMPD=${H3_BENCH_TMP:-/tmp/h3prof}
@@ -40,24 +40,15 @@ PEERS=${H3_PEERS:-cudnn_bf16,cudnn_fp8,fa3_fp8${H3_FLASHINFER_PATH:+,flashinfer_
 mkdir -p "$TMPD" "$OUT"
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "profiles.sh: no GPU (nvidia-smi -L failed)"; exit 77; fi
 for t in dit_block tools/gen_weights tools/gen_inputs tools/bench/bench_attn; do
-  [ -x "$B/$t" ] || { echo "profiles.sh: $B/$t is missing (build first)"; exit 2; }
+  [ -x "$BUILD/$t" ] || { echo "profiles.sh: $BUILD/$t is missing (build first)"; exit 2; }
 done
 export PYTHONUNBUFFERED=1
-# qkv_of PROFILE S: the profile's block's q, k, v at S in $QKV (made once); fails if it cannot be made
-qkv_of() {
-  local W=$TMPD/block_$1.safetensors IN=$TMPD/inputs_$1_$2.safetensors
-  QKV=$TMPD/qkv_$1_$2.safetensors
-  [ -f "$W" ] || "$B/tools/gen_weights" --profile "$1" --seed 1 --out "$W" || { echo "profiles.sh: gen_weights failed"; exit 1; }
-  [ -f "$IN" ] || "$B/tools/gen_inputs" --profile "$1" --tokens "$2" --seed 2 --out "$IN" >/dev/null ||
-    { echo "profiles.sh: gen_inputs failed"; exit 1; }
-  [ -f "$QKV" ] || python3 "$HERE/torch_block.py" --weights "$W" --input "$IN" --dump-qkv "$QKV" --qkv-only ||
-    { echo "profiles.sh: torch_block.py --dump-qkv failed ($1, S = $2)"; return 1; }
-}
+source "$HERE/prof_files.sh" # prof_qkv
 files=()
 for prof in ${H3_PROF_PROFILES:-model uniform}; do
   case $prof in model | uniform) ;; *) echo "profiles.sh: H3_PROF_PROFILES: unknown profile '$prof' (model, uniform)"; exit 2 ;; esac
   for S in ${SEQS//,/ }; do
-    qkv_of $prof "$S" && files+=("$QKV")
+    prof_qkv $prof "$S" && files+=("$QKV")
   done
 done
 # H3_PROF_ACC=S:H adds the accuracy cases (issue 35 item 3): N(0,1), FA3's stress mix and the
@@ -69,17 +60,17 @@ if [ -n "${H3_PROF_ACC:-}" ]; then
     [ -f "$f" ] || python3 "$HERE/make_qkv.py" --dist $d --tokens "$AS" --heads "$AH" --seed 1 --out "$f" && files+=("$f")
   done
   f=$TMPD/qkv_model_${AS}_h$AH.safetensors
-  if [ -f "$f" ] || { qkv_of model "$AS" && python3 "$HERE/make_qkv.py" --from "$QKV" --heads "$AH" --out "$f"; }; then
+  if [ -f "$f" ] || { prof_qkv model "$AS" && python3 "$HERE/make_qkv.py" --from "$QKV" --heads "$AH" --out "$f"; }; then
     files+=("$f")
   fi
 fi
 [ ${#files[@]} -gt 0 ] || { echo "profiles.sh: no q/k/v files"; exit 1; }
 list=$(IFS=,; echo "${files[*]}")
 echo "== bench_attn: default kernels"
-timeout 300 "$B/tools/bench/bench_attn" --qkv "$list" --reps "$REPS" --no-selfcheck --json "$OUT/prof_ours.json"
+timeout 300 "$BUILD/tools/bench/bench_attn" --qkv "$list" --reps "$REPS" --no-selfcheck --json "$OUT/prof_ours.json"
 for v in ${H3_VARIANTS:-}; do
   echo "== bench_attn: v$v"
-  timeout 300 "$B/tools/bench/bench_attn" --variant "$v" --qkv "$list" --reps "$REPS" \
+  timeout 300 "$BUILD/tools/bench/bench_attn" --variant "$v" --qkv "$list" --reps "$REPS" \
     --no-selfcheck --json "$OUT/prof_v$v.json"
 done
 echo "== peers: $PEERS"
