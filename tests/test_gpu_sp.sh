@@ -41,9 +41,6 @@ tol=5e-3 # relative RMS, P ranks vs --gpus 1
 accum=fp32
 # refname W TOKENS GEMM SMOOTH: the --gpus 1 reference's file
 refname() { echo "$work/ref_$(basename "$1" .safetensors)_${2}_${3//[:,]/_}_$4_$accum.safetensors"; }
-# one W TOKENS TAG GEMM SMOOTH ARGS...: --gpus 1 reference (cached per
-# W/TOKENS/GEMM/SMOOTH/accum) vs the run with ARGS (output sp_TAG), both with
-# --smooth-v SMOOTH and --gemm-accum $accum
 # mkref W TOKENS GEMM SMOOTH TAG: make the reference refname names, once
 mkref() {
   local ref; ref=$(refname "$1" "$2" "$3" "$4")
@@ -63,6 +60,9 @@ fp8_no_worse() {
   [ -n "$e_ref" ] && [ -n "$e_out" ] &&
     awk -v r="$e_ref" -v o="$e_out" 'BEGIN { exit !(o <= 1.05 * r) }'
 }
+# one W TOKENS TAG GEMM SMOOTH ARGS...: --gpus 1 reference (cached per
+# W/TOKENS/GEMM/SMOOTH/accum) vs the run with ARGS (output sp_TAG), both with
+# --smooth-v SMOOTH and --gemm-accum $accum
 one() {
   local w=$1 n=$2 tag=$3 gemm=$4 sm=$5; shift 5
   local ref; ref=$(refname "$w" "$n" "$gemm" "$sm")
