@@ -29,7 +29,8 @@
 # FA3_BUILD_TIMEOUT (900 s for the compile), CUDA_HOME (else torch's guess).
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+TOOL=build_fa3.sh PY=${PYTHON:-python3} LOG=
+source "$(dirname "$0")/build_common.sh" # usage, die, log, preflight
 PLAN_ONLY=0
 case "${1:-}" in
 -h | --help) usage; exit 0 ;;
@@ -42,19 +43,10 @@ if (($# < 1 || $# > 2)); then
 fi
 SRC_ARG=$1
 BUILD_DIR=${2:-/tmp/fa3}
-PY=${PYTHON:-python3}
 export MAX_JOBS=${MAX_JOBS:-16}
 export NVCC_THREADS=${NVCC_THREADS:-2}
 TIMEOUT=${FA3_BUILD_TIMEOUT:-900}
 T0=$SECONDS
-LOG=
-
-die() { # die MESSAGE [CODE]
-    local msg="build_fa3.sh: FAILED: $1"
-    [[ -n $LOG && -f $LOG ]] && msg+=" (log: $LOG)"
-    echo "$msg" >&2
-    exit "${2:-1}"
-}
 
 command -v "$PY" >/dev/null 2>&1 || die "PYTHON=$PY: not found" 2
 [[ -e $SRC_ARG ]] || die "SRC $SRC_ARG: no such file or folder" 2
@@ -73,7 +65,6 @@ rm -rf "$BUILD_DIR/src" "$BUILD_DIR/shim" "$BUILD_DIR/flash_attn_3" "$BUILD_DIR/
 mkdir -p "$BUILD_DIR/src"
 LOG=$BUILD_DIR/build.log
 : >"$LOG"
-log() { echo "$*" | tee -a "$LOG"; }
 
 # ---- the source: a checkout, a tarball, or a folder holding one
 find_checkout() { # prints the folder under $1 (depth <= 2) that has hopper/setup.py
@@ -146,7 +137,7 @@ export PATH
 
 # ---- preflight: torch, CUDA, setuptools; shims for what setup.py imports but the build never uses
 mkdir -p "$BUILD_DIR/shim/bin"
-PRE=$("$PY" - "$BUILD_DIR/shim" <<'EOF' 2>>"$LOG"
+preflight "$BUILD_DIR/shim" <<'EOF'
 import os, re, subprocess, sys
 shim = sys.argv[1]
 def fail(msg):
@@ -204,9 +195,6 @@ if not is_ninja_available():
 print(f"OK torch {torch.__version__} (CUDA {torch.version.cuda}), nvcc {ver[0]}.{ver[1]} at {nvcc}, "
       f"setuptools {setuptools.__version__}" + "".join("; " + n for n in notes))
 EOF
-) || die "preflight python failed to run ($PY)"
-log "build_fa3.sh: preflight: $PRE"
-[[ $PRE == OK* ]] || die "preflight: ${PRE#FAIL }"
 if ! command -v git >/dev/null 2>&1; then # setup.py calls git; without it subprocess.run would raise
     printf '#!/bin/sh\nexit 0\n' >"$BUILD_DIR/shim/bin/git" && chmod +x "$BUILD_DIR/shim/bin/git"
     PATH=$BUILD_DIR/shim/bin:$PATH

@@ -51,7 +51,8 @@
 # FAILED:'; exit 1 (2 for a bad argument).
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+TOOL=build_flashinfer.sh PY=${PYTHON:-python3} LOG=
+source "$(dirname "$0")/build_common.sh" # usage, die, log, preflight
 VERIFY_ONLY=0
 case "${1:-}" in
 -h | --help) usage; exit 0 ;;
@@ -64,7 +65,6 @@ if (($# > 1)); then
 fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(realpath -m "${1:-$ROOT/.peers/flashinfer_min}")
-PY=${PYTHON:-python3}
 FI_VER=${FLASHINFER_VERSION:-0.7.4}
 TVM_VER=${TVM_FFI_VERSION:-0.1.15.post2}
 WORK=$(realpath -m "${WORK:-/tmp/flashinfer_build}")
@@ -73,14 +73,6 @@ export FLASHINFER_NVCC_THREADS=${FLASHINFER_NVCC_THREADS:-1}
 TIMEOUT=${FI_BUILD_TIMEOUT:-2400}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 T0=$SECONDS
-LOG=
-
-die() { # die MESSAGE [CODE]
-    local msg="build_flashinfer.sh: FAILED: $1"
-    [[ -n $LOG && -f $LOG ]] && msg+=" (log: $LOG)"
-    echo "$msg" >&2
-    exit "${2:-1}"
-}
 
 command -v "$PY" >/dev/null 2>&1 || die "PYTHON=$PY: not found" 2
 for d in "$OUT" "$WORK"; do
@@ -94,7 +86,6 @@ case "$WORK/" in "$OUT"/*) die "WORK $WORK is inside OUT_DIR $OUT" 2 ;; esac
 mkdir -p "$WORK" || die "cannot create WORK $WORK" 2
 LOG=$WORK/build.log
 ((VERIFY_ONLY)) || : >"$LOG"
-log() { echo "$*" | tee -a "$LOG"; }
 export PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1
 SITE=$WORK/site DEPS=$WORK/deps WS=$WORK/ws
 mkdir -p "$DEPS"
@@ -254,7 +245,7 @@ if ((VERIFY_ONLY)); then
 fi
 
 # ---- preflight: torch, nvcc, pip
-PRE=$("$PY" - <<'EOF' 2>>"$LOG"
+preflight <<'EOF'
 import os, re, subprocess, sys
 def fail(msg):
     print("FAIL " + msg); sys.exit(0)
@@ -275,9 +266,6 @@ if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=Tru
 print(f"OK python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
       f"nvcc {m.group(1)}.{m.group(2)} at {nvcc}")
 EOF
-) || die "preflight python failed to run ($PY)"
-log "build_flashinfer.sh: preflight: $PRE"
-[[ $PRE == OK* ]] || die "preflight: ${PRE#FAIL }"
 PIP=("$PY" -m pip install -q --disable-pip-version-check --no-compile --no-deps --upgrade)
 [[ -n ${FI_WHEELS:-} ]] && PIP+=(--no-index --find-links "$FI_WHEELS")
 
