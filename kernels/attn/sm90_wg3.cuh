@@ -91,21 +91,97 @@ static __device__ __forceinline__ void partial_out(const Consumer &c, uint32_t p
                  : "memory");
 }
 
-template <int kStages, bool kMu, bool kTab, bool kFinite = false>
-__global__ void __launch_bounds__(kWg3Threads, 1)
-    h3k_attn_fp8_sm90_wg3_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
-                                 const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
-                                 const float *__restrict__ sq, const float *__restrict__ sk,
-                                 const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
-                                 int S_pad, const __grid_constant__ h3_sm90_grid grid, uint16_t *__restrict__ O,
-                                 float *__restrict__ lse)
+/* One consumer warpgroup's share of a CTA (or of a persistent CTA's item):
+ * what its key-tile loop reads. */
+struct Wg3Rows {
+    uint64_t dq;              /* its 64 query rows in shared memory, as a wgmma descriptor */
+    uint32_t sK;              /* its ring: K[St], V[St], then the mbarriers (Bars) */
+    uint32_t tb;              /* with kTab: its key tiles' entries of the scalar table */
+    const float *sk, *sv;     /* the scales of its key tiles, from its first */
+    float sqq, r256;          /* its queries' scale; 256 / max sv of the head */
+    int len, ilast, klast;    /* its key tiles; the ragged one's index (-1: none of its); valid keys there */
+};
+
+/* kTab: the warpgroup's softmax scalars, one 16-byte entry per key tile,
+ * computed once (then a named barrier over its 128 threads). */
+static __device__ __forceinline__ void write_table(const Wg3Rows &r, int tw, int wgi)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    for (int i = tw; i < r.len; i += 128) {
+        const TileScalars ts = tile_scalars(r.sqq, r.sk[i], r.sv[i], r.r256);
+        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(r.tb + 16u * (uint32_t)i), "f"(ts.cs),
+                     "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
+                     : "memory");
+    }
+    sm90::named_bar_sync(1 + wgi, 128);
+}
+
+/* The warpgroup's loop over its key tiles: QK^T(i), softmax(i), P V(i)
+ * into the S registers, O = fma(O, alpha, PV). Tile i is the ring's use u0 +
+ * i (stage and phase), so that a persistent CTA's ring runs on from item to
+ * item; kQRelease: after the last tile's QK^T each warp arrives on qempty
+ * (its Q is no longer read: the next item's may load). */
+template <int kStages, bool kTab, bool kFinite, bool kQRelease = false>
+static __device__ __forceinline__ void run_tiles(Consumer &c, const Wg3Rows &r, int t, int lane, int u0 = 0,
+                                                 uint32_t qempty = 0)
+{
+    const Bars<kStages> bars{r.sK + 2 * kStages * kTile};
+    for (int i = 0; i < r.len; ++i) {
+        const int st = (u0 + i) % kStages;
+        const uint32_t ph = (uint32_t)((u0 + i) / kStages) & 1u;
+        float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
+        TileScalars ts{};
+        if constexpr (kTab) {
+            float pad;
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                         : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
+                         : "r"(r.tb + 16u * (uint32_t)i)
+                         : "memory");
+            (void)pad;
+        } else {
+            skn = r.sk[i], svn = r.sv[i];
+        }
+        sm90::mbar_wait(bars.kfull(st), ph);
+        issue_qk_fresh(c, r.dq, r.sK + st * kTile);
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(c.s);
+        release(bars.kempty(st), lane);
+        if constexpr (kQRelease)
+            if (i == r.len - 1) release(qempty, lane);
+        if constexpr (!kTab) ts = tile_scalars(r.sqq, skn, svn, r.r256);
+        float alpha0, alpha1;
+        softmax<kFinite>(c, ts.cs, i == r.ilast ? r.klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
+        convert_p(c);
+        sm90::mbar_wait(bars.vfull(st), ph);
+        auto &pv = c.s; /* P V of this tile, from zero */
+        issue_pv_to(pv, c.p, r.sK + (kStages + st) * kTile, false);
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(pv);
+        release(bars.vempty(st), lane);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
+            c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
+            c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
+            c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
+        }
+    }
+}
+
+/* One CTA of the grid (sm90_grid.h): a whole CTA's 192 queries or a split
+ * CTA's 64, from the barriers' initialisation to the stores. The kernel
+ * below runs one per block; the lab's persistent variant runs its split
+ * CTAs through it. */
+template <int kStages, bool kMu, bool kTab, bool kFinite>
+static __device__ __forceinline__ void wg3_cta(const CUtensorMap *tmQ, const CUtensorMap *tmK, const CUtensorMap *tmV,
+                                               const float *__restrict__ sq, const float *__restrict__ sk,
+                                               const float *__restrict__ sv, const float *__restrict__ vmu, int S,
+                                               int H, int S_pad, const h3_sm90_cta cta, uint16_t *__restrict__ O,
+                                               float *__restrict__ lse)
+{
     using L = SmemLayout3<kStages>;
     using LS = SmemLayout3Split<kStages>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-    const h3_sm90_cta cta = h3_sm90_grid_cta(&grid, (int)blockIdx.x);
     const int h = cta.h;
     const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
     const int lane = threadIdx.x % 32;
@@ -125,10 +201,10 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         sm90::setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
             if (cta.split)
-                produce_split<kStages>(base, base + LS::kOffK, LS::kRing, &tmQ, &tmK, &tmV, cta.row0, h, S_pad, nkt);
+                produce_split<kStages>(base, base + LS::kOffK, LS::kRing, tmQ, tmK, tmV, cta.row0, h, S_pad, nkt);
             else
-                produce<kStages>(Bars<kStages>{base + L::kOffBar}, base, base + L::kOffK, base + L::kOffV, &tmQ, &tmK,
-                                 &tmV, 3, 64, cta.row0, h, S_pad, nkt);
+                produce<kStages>(Bars<kStages>{base + L::kOffBar}, base, base + L::kOffK, base + L::kOffV, tmQ, tmK,
+                                 tmV, 3, 64, cta.row0, h, S_pad, nkt);
         }
     } else {
         sm90::setmaxnreg_inc<160>();
@@ -154,8 +230,6 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             sQw = base + wgi * (kTile / 2), sK = base + L::kOffK, tb = base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u;
             qbar = base + L::kOffBar;
         }
-        const int ilast = n0 + len == nkt ? len - 1 : -1;
-        const Bars<kStages> bars{sK + 2 * kStages * kTile};
         const int gq = min(qrow0 / kBN, G - 1); /* rows past S_pad: any valid scale, never written */
         const float sqq = sq[(size_t)h * G + gq];
         const float r256 = 256.f / svmax;
@@ -164,57 +238,11 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         start_o(c);
         if constexpr (kFinite) c.m0 = c.m1 = -FLT_MAX; /* softmax's kFinite: each WG's every tile has a valid key */
 
-        const uint64_t dq = sm90::desc_k128_sw128(sQw);
-        const int klast = S - (nkt - 1) * kBN;
-        sk_h += n0, sv_h += n0;
-        if constexpr (kTab) {
-            for (int i = tw; i < len; i += 128) {
-                const TileScalars ts = tile_scalars(sqq, sk_h[i], sv_h[i], r256);
-                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)i), "f"(ts.cs),
-                             "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
-                             : "memory");
-            }
-            sm90::named_bar_sync(1 + wgi, 128);
-        }
+        const Wg3Rows r{sm90::desc_k128_sw128(sQw), sK, tb, sk_h + n0, sv_h + n0, sqq, r256, len,
+                        n0 + len == nkt ? len - 1 : -1, S - (nkt - 1) * kBN};
+        if constexpr (kTab) write_table(r, tw, wgi);
         sm90::mbar_wait(qbar, 0);
-        for (int i = 0; i < len; ++i) {
-            const int st = i % kStages;
-            const uint32_t ph = (uint32_t)(i / kStages) & 1u;
-            float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
-            TileScalars ts{};
-            if constexpr (kTab) {
-                float pad;
-                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                             : "=f"(ts.cs), "=f"(ts.lmult), "=f"(ts.imult), "=f"(pad)
-                             : "r"(tb + 16u * (uint32_t)i)
-                             : "memory");
-                (void)pad;
-            } else {
-                skn = sk_h[i], svn = sv_h[i];
-            }
-            sm90::mbar_wait(bars.kfull(st), ph);
-            issue_qk_fresh(c, dq, sK + st * kTile);
-            sm90::wgmma_wait<0>();
-            sm90::fence_regs(c.s);
-            release(bars.kempty(st), lane);
-            if constexpr (!kTab) ts = tile_scalars(sqq, skn, svn, r256);
-            float alpha0, alpha1;
-            softmax<kFinite>(c, ts.cs, i == ilast ? klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
-            convert_p(c);
-            sm90::mbar_wait(bars.vfull(st), ph);
-            auto &pv = c.s; /* P V of this tile, from zero */
-            issue_pv_to(pv, c.p, sK + (kStages + st) * kTile, false);
-            sm90::wgmma_wait<0>();
-            sm90::fence_regs(pv);
-            release(bars.vempty(st), lane);
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
-                c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
-                c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
-                c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
-            }
-        }
+        run_tiles<kStages, kTab, kFinite>(c, r, t, lane);
         if (cta.split) {
             const uint32_t slot = base + LS::kOffK + 16u * (uint32_t)tw; /* + ring of WG j: its partial */
             if (wgi != 0) partial_out(c, slot + (uint32_t)wgi * LS::kRing);
@@ -223,6 +251,20 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         }
         if (!cta.split || wgi == 0) store_output<kMu>(c, svmax, qrow0 + w * 16 + g, S, H, h, O, lse, vmu);
     }
+}
+
+template <int kStages, bool kMu, bool kTab, bool kFinite = false>
+__global__ void __launch_bounds__(kWg3Threads, 1)
+    h3k_attn_fp8_sm90_wg3_kernel(const __grid_constant__ CUtensorMap tmQ, /* q8 as [H*S_pad][128], 64-row boxes */
+                                 const __grid_constant__ CUtensorMap tmK, const __grid_constant__ CUtensorMap tmV,
+                                 const float *__restrict__ sq, const float *__restrict__ sk,
+                                 const float *__restrict__ sv, const float *__restrict__ vmu, int S, int H,
+                                 int S_pad, const __grid_constant__ h3_sm90_grid grid, uint16_t *__restrict__ O,
+                                 float *__restrict__ lse)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wg3_cta<kStages, kMu, kTab, kFinite>(&tmQ, &tmK, &tmV, sq, sk, sv, vmu, S, H, S_pad,
+                                         h3_sm90_grid_cta(&grid, (int)blockIdx.x), O, lse);
 #else
     (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)grid, (void)O, (void)lse;
 #endif
