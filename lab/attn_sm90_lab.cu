@@ -27,6 +27,8 @@
  *         -FLT_MAX, as v152 does for v150) on the split grid
  *   v159  the production kernel on the split grid (sm90_grid.h's plan for
  *         this device, as the launch runs it with kSplitGrid on)
+ *   v161  v159 with its whole CTAs persistent: items from a counter, the
+ *         next item's Q and K/V loading under the current one's end
  *
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
@@ -719,6 +721,138 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
 #endif
 }
 
+/* ---- v161: the production kernel with persistent whole CTAs (issue 35 item 1) ----
+ * The split grid's work (sm90_grid.h), but its `full` whole items (192-query
+ * tiles) run on P = min(full, SMs) persistent CTAs that take them from a
+ * counter, and its split CTAs follow as blocks P.. of the same launch,
+ * through the production code (wg3_cta): they start as the persistent CTAs
+ * run out of items, as the split grid's CTAs fill its last wave. The K/V
+ * ring runs on from item to item, and Q has two buffers (the second past
+ * the table: PersistLayout::q2), so the producer loads the next item's Q, and its first
+ * K/V tiles as the ring frees, while the consumers finish the current item
+ * and write its rows: the start a whole CTA pays once per 32 key tiles at
+ * S = 4096 overlaps the work. Per buffer b a Q barrier (the TMA's bytes and
+ * the producer's arrival, which publishes the item it wrote to sitem b;
+ * an item >= full ends the loop) and an empty barrier (each consumer warp
+ * after its item's loop); nothing is added to the key-tile loop but the
+ * ring's use offset: 579 SASS instructions a tile against the production
+ * loop's 575, once the per-item values the loop reads are made opaque to
+ * ptxas (else it recomputes them in every tile: 591). The producer, at 24
+ * registers as in production, spills a few words (ptxas warns). The counter (sched[0]: items handed out past the
+ * first P, sched[1]: CTAs done) is reset by the last CTA to finish. Same
+ * arithmetic and rows as v159. v110 (retired; docs/journal/2026-12-04.md)
+ * did this on the plain grid: a counter, not a static order (5-8% slower). */
+template <int St> struct PersistLayout {
+    using L = SmemLayout3<St>;
+    static constexpr uint32_t kBar = L::kOffBar + 8 * (1 + 4 * St); /* past the ring's barriers: */
+    static constexpr uint32_t kQFull2 = kBar, kQEmpty = kBar + 8, kItem = kBar + 24; /* qempty[2], sitem[2] */
+    static_assert(kItem + 8 <= L::kOffBar + 128, "the extra barriers fit the layout's 128 bytes of barriers");
+    /* the second Q buffer, past the table of nkt key tiles */
+    static __host__ __device__ uint32_t q2(int nkt) { return (L::kOffTab + 16u * kWg3Consumers * nkt + 1023u) & ~1023u; }
+    static __host__ __device__ int bytes(int nkt) { return (int)q2(nkt) + 3 * (int)(kTile / 2) + 1024; }
+};
+
+template <int St>
+__global__ void __launch_bounds__(kWg3Threads, 1)
+    h3lab_wg3_persist_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                             const __grid_constant__ CUtensorMap tmV, const float *__restrict__ sq,
+                             const float *__restrict__ sk, const float *__restrict__ sv,
+                             const float *__restrict__ vmu, int S, int H, int S_pad,
+                             const __grid_constant__ h3_sm90_grid grid, int P, int *__restrict__ sched,
+                             uint16_t *__restrict__ O, float *__restrict__ lse)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if ((int)blockIdx.x >= P) { /* a split CTA, as the production launch runs it */
+        wg3_cta<St, true, true, false>(&tmQ, &tmK, &tmV, sq, sk, sv, vmu, S, H, S_pad,
+                                       h3_sm90_grid_cta(&grid, grid.full + (int)blockIdx.x - P), O, lse);
+        return;
+    }
+    using L = SmemLayout3<St>;
+    using PL = PersistLayout<St>;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+    const Bars<St> bars{base + L::kOffBar};
+    const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
+    const uint32_t sQ1 = base + PL::q2(nkt), qfull1 = base + PL::kQFull2; /* Q buffer 1 (0: the layout's) */
+    const uint32_t qempty = base + PL::kQEmpty, sitem = base + PL::kItem; /* + 8 b, + 4 b */
+    const int lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        sm90::mbar_init(qfull1, 1);
+        sm90::mbar_init(qempty, 4 * kWg3Consumers);
+        sm90::mbar_init(qempty + 8, 4 * kWg3Consumers);
+        init_bars(bars, 4 * kWg3Consumers); /* its fence covers the three above */
+    }
+    __syncthreads();
+
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+    if (wg == 0) {
+        sm90::setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            sm90::prefetch_tmap(&tmQ);
+            sm90::prefetch_tmap(&tmK);
+            sm90::prefetch_tmap(&tmV);
+            int item = (int)blockIdx.x, u = 0;
+            for (int k = 0;; ++k) {
+                const int b = k & 1;
+                const uint32_t qfull = b ? qfull1 : bars.qfull(), sQ = b ? sQ1 : base;
+                if (k >= 2) sm90::mbar_wait(qempty + 8u * b, (uint32_t)((k - 2) >> 1) & 1u); /* buffer b is free */
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(sitem + 4u * b), "r"(item) : "memory");
+                if (item >= grid.full) {
+                    sm90::mbar_arrive(qfull); /* no Q: the consumers read the end */
+                    break;
+                }
+                const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
+                const int row0 = c.h * S_pad;
+                sm90::mbar_arrive_expect_tx(qfull, 3u * 64u * kD);
+                for (int j = 0; j < 3; ++j)
+                    sm90::tma_load_2d(sQ + (uint32_t)(j * 64 * kD), &tmQ, qfull, 0, row0 + c.row0 + 64 * j);
+                const int next = P + atomicAdd(sched, 1); /* used after this item's loads */
+                for (int n = 0; n < nkt; ++n, ++u)
+                    load_kv<St>(bars, base + L::kOffK, base + L::kOffV, &tmK, &tmV, row0, c.h, n, u);
+                item = next;
+            }
+            __threadfence(); /* this CTA's fetches before its count */
+            if (atomicAdd(sched + 1, 1) == P - 1) { /* the last CTA: every fetch is done */
+                atomicExch(sched, 0);
+                atomicExch(sched + 1, 0);
+            }
+        }
+    } else {
+        sm90::setmaxnreg_inc<160>();
+        const int wgi = wg - 1;
+        const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
+        for (int k = 0;; ++k) {
+            const int b = k & 1;
+            sm90::mbar_wait(b ? qfull1 : bars.qfull(), (uint32_t)(k >> 1) & 1u);
+            int item;
+            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(item) : "r"(sitem + 4u * b) : "memory");
+            if (item >= grid.full) break;
+            const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
+            const int qrow0 = c.row0 + wgi * 64;
+            const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G;
+            const float svmax = sv_max(sv_h, G, lane);
+            const float sqq = sq[(size_t)c.h * G + min(qrow0 / kBN, G - 1)];
+            Wg3Rows r{sm90::desc_k128_sw128((b ? sQ1 : base) + (uint32_t)wgi * (kTile / 2)), base + L::kOffK,
+                      base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u, sk_h, sv_h, sqq, 256.f / svmax, nkt,
+                      nkt - 1, S - (nkt - 1) * kBN};
+            /* opaque to ptxas, so that it keeps them in registers rather than
+             * recomputing them in every key tile */
+            asm volatile("" : "+l"(r.dq), "+r"(r.sK), "+r"(r.tb), "+r"(r.ilast), "+r"(r.klast));
+            if (k > 0) sm90::named_bar_sync(1 + wgi, 128); /* every warp of the WG is past the last item's table */
+            write_table(r, tw, wgi);
+            Consumer cs;
+            start_o(cs);
+            run_tiles<St, true, false>(cs, r, t, lane, k * nkt);
+            release(qempty + 8u * b, lane);
+            store_output<true>(cs, svmax, qrow0 + w * 16 + g, S, H, c.h, O, lse, vmu);
+        }
+    }
+#else
+    (void)sq, (void)sk, (void)sv, (void)vmu, (void)S, (void)H, (void)S_pad, (void)grid, (void)P, (void)sched, (void)O,
+        (void)lse;
+#endif
+}
+
 /* ------------------------------------------------------------------ host */
 
 namespace {
@@ -784,10 +918,11 @@ constexpr int kPlainGrid = 156; /* the production kernel on the plain grid */
 constexpr int kProduction = 157; /* the production launch */
 constexpr int kProdFinite = 158; /* the production kernel with kFinite, split grid */
 constexpr int kProdSplit = 159;  /* the production kernel on the split grid */
-bool split_variant(int variant) { return variant == kProdFinite || variant == kProdSplit; }
+constexpr int kPersist = 161;    /* v159 with persistent whole CTAs */
+bool split_variant(int variant) { return variant == kProdFinite || variant == kProdSplit || variant == kPersist; }
 bool prod_variant(int variant) { return variant == kPlainGrid || variant == kProduction || split_variant(variant); }
 
-/* The grid prod_kernel runs variant on: v158 and v159 the split plan on
+/* The grid prod_kernel runs variant on: v158, v159 and v161 the split plan on
  * this device's SMs, every other variant the plain grid. */
 h3_sm90_grid prod_grid(int variant, int S, int H)
 {
@@ -796,6 +931,31 @@ h3_sm90_grid prod_grid(int variant, int S, int H)
     if (split && cudaGetDevice(&dev) == cudaSuccess)
         (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     return h3_sm90_grid_plan(S, H, sms, split);
+}
+
+/* v161's launch: min(full, SMs) persistent CTAs, then the split CTAs; its
+ * counter (two ints, zero between launches) is the lab's own. */
+int persist_launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq,
+                   const float *sk, const float *sv, const float *vmu, int S, int H, int S_pad,
+                   const h3_sm90_grid &grid, int smem, uint16_t *O, float *lse, h3_stream stream)
+{
+    static int *sched; /* the lab's: one device, one stream at a time; never freed */
+    cudaError_t ce;
+    if (!sched) {
+        if ((ce = cudaMalloc(&sched, 2 * sizeof(int))) != cudaSuccess) return (int)ce;
+        if ((ce = cudaMemset(sched, 0, 2 * sizeof(int))) != cudaSuccess) return (int)ce;
+    }
+    int sms = 0, dev = 0;
+    if ((ce = cudaGetDevice(&dev)) != cudaSuccess ||
+        (ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+        return (int)ce;
+    const int P = grid.full < sms ? grid.full : sms;
+    auto fn = h3lab_wg3_persist_kernel<2>;
+    if ((ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        return (int)ce;
+    fn<<<P + grid.split, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad,
+                                                                             grid, P, sched, O, lse);
+    return (int)cudaGetLastError();
 }
 
 /* v156: the production three-consumer kernel launched as attn_fp8_sm90.cu
@@ -820,6 +980,12 @@ int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const
         smem = split > smem ? split : smem;
     }
     const h3_sm90_grid grid = prod_grid(variant, S, H);
+    if (variant == kPersist) {
+        const long long whole = PersistLayout<2>::bytes((int)nkt);
+        if (whole > 227 * 1024) return (int)cudaErrorInvalidValue;
+        return persist_launch(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, (int)(whole > smem ? whole : smem), O,
+                              lse, stream);
+    }
     cudaError_t ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
     fn<<<grid.full + grid.split, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H,
@@ -835,6 +1001,7 @@ extern "C" const char *h3lab_attn_sm90_name(int variant)
     if (variant == kProduction) return "v157 the production launch (h3k_attn_fp8_sm90, smoothed V)";
     if (variant == kProdFinite) return "v158 the production kernel, running max started at -FLT_MAX, split grid";
     if (variant == kProdSplit) return "v159 the production kernel on the split grid";
+    if (variant == kPersist) return "v161 v159 with persistent whole CTAs (items from a counter)";
     const LabVariant *v = find(variant);
     return v ? v->name : nullptr;
 }

@@ -118,16 +118,15 @@ static __device__ __forceinline__ void write_table(const Wg3Rows &r, int tw, int
 /* The warpgroup's loop over its key tiles: QK^T(i), softmax(i), P V(i)
  * into the S registers, O = fma(O, alpha, PV). Tile i is the ring's use u0 +
  * i (stage and phase), so that a persistent CTA's ring runs on from item to
- * item; kQRelease: after the last tile's QK^T each warp arrives on qempty
- * (its Q is no longer read: the next item's may load). */
-template <int kStages, bool kTab, bool kFinite, bool kQRelease = false>
-static __device__ __forceinline__ void run_tiles(Consumer &c, const Wg3Rows &r, int t, int lane, int u0 = 0,
-                                                 uint32_t qempty = 0)
+ * item. */
+template <int kStages, bool kTab, bool kFinite>
+static __device__ __forceinline__ void run_tiles(Consumer &c, const Wg3Rows &r, int t, int lane, int u0 = 0)
 {
     const Bars<kStages> bars{r.sK + 2 * kStages * kTile};
-    for (int i = 0; i < r.len; ++i) {
-        const int st = (u0 + i) % kStages;
-        const uint32_t ph = (uint32_t)((u0 + i) / kStages) & 1u;
+    uint32_t use = (uint32_t)u0; /* unsigned: the stage and phase are a mask and a shift */
+    for (int i = 0; i < r.len; ++i, ++use) {
+        const int st = (int)(use % kStages);
+        const uint32_t ph = (use / kStages) & 1u;
         float skn = 0.f, svn = 0.f; /* kTab: the tile's scalars ts from the table instead */
         TileScalars ts{};
         if constexpr (kTab) {
@@ -145,8 +144,6 @@ static __device__ __forceinline__ void run_tiles(Consumer &c, const Wg3Rows &r, 
         sm90::wgmma_wait<0>();
         sm90::fence_regs(c.s);
         release(bars.kempty(st), lane);
-        if constexpr (kQRelease)
-            if (i == r.len - 1) release(qempty, lane);
         if constexpr (!kTab) ts = tile_scalars(r.sqq, skn, svn, r.r256);
         float alpha0, alpha1;
         softmax<kFinite>(c, ts.cs, i == r.ilast ? r.klast : kBN, t, alpha0, alpha1, ts.lmult, ts.imult);
