@@ -735,10 +735,11 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
  * the producer's arrival, which publishes the item it wrote to sitem b;
  * an item >= full ends the loop) and an empty barrier (each consumer warp
  * after its item's loop); nothing is added to the key-tile loop but the
- * ring's use offset: 579 SASS instructions a tile against the production
+ * ring's use offset: 583 SASS instructions a tile against the production
  * loop's 575, once the per-item values the loop reads are made opaque to
- * ptxas (else it recomputes them in every tile: 591). The producer, at 24
- * registers as in production, spills a few words (ptxas warns). The counter (sched[0]: items handed out past the
+ * ptxas (else it recomputes them in every tile: 591). No local memory: the
+ * producer takes 32 registers (24 spills), and the consumers read their
+ * thread indices anew for each item. The counter (sched[0]: items handed out past the
  * first P, sched[1]: CTAs done) is reset by the last CTA to finish. Same
  * arithmetic and rows as v159. v110 (retired; docs/journal/2026-12-04.md)
  * did this on the plain grid: a counter, not a static order (5-8% slower). */
@@ -775,7 +776,6 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     const int G = S_pad / kBN, nkt = (S + kBN - 1) / kBN;
     const uint32_t sQ1 = base + PL::q2(nkt), qfull1 = base + PL::kQFull2; /* Q buffer 1 (0: the layout's) */
     const uint32_t qempty = base + PL::kQEmpty, sitem = base + PL::kItem; /* + 8 b, + 4 b */
-    const int lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
         sm90::mbar_init(qfull1, 1);
         sm90::mbar_init(qempty, 4 * kWg3Consumers);
@@ -786,7 +786,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
 
     const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
     if (wg == 0) {
-        sm90::setmaxnreg_dec<24>();
+        sm90::setmaxnreg_dec<32>(); /* 24 spills here; 32 + 3 x 160 is the whole register file */
         if (threadIdx.x == 0) {
             sm90::prefetch_tmap(&tmQ);
             sm90::prefetch_tmap(&tmK);
@@ -820,8 +820,12 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
     } else {
         sm90::setmaxnreg_inc<160>();
         const int wgi = wg - 1;
-        const int tw = threadIdx.x % 128, w = tw / 32, g = lane / 4, t = lane % 4;
         for (int k = 0;; ++k) {
+            /* the thread's indices read anew for each item (a volatile read
+             * ptxas cannot hoist): kept live across the item loop they spill */
+            uint32_t tx;
+            asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+            const int lane = (int)(tx & 31u), tw = (int)(tx & 127u), w = tw >> 5, g = lane >> 2, t = lane & 3;
             const int b = k & 1;
             sm90::mbar_wait(b ? qfull1 : bars.qfull(), (uint32_t)(k >> 1) & 1u);
             int item;
