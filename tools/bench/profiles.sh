@@ -33,17 +33,16 @@ fi
 BUILD=$1
 SEQS=${2:-8192,30272,75600}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-TMPD=${H3_BENCH_TMP:-/tmp/h3prof}
 OUT=${OUT:-$PWD/out}
 REPS=${H3_BENCH_REPS:-10}
 PEERS=${H3_PEERS:-cudnn_bf16,cudnn_fp8,fa3_fp8${H3_FLASHINFER_PATH:+,flashinfer_fp8}}
-mkdir -p "$TMPD" "$OUT"
+source "$HERE/prof_files.sh" # prof_qkv; PROF_DIR: the profiles' files
+mkdir -p "$PROF_DIR" "$OUT"
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "profiles.sh: no GPU (nvidia-smi -L failed)"; exit 77; fi
 for t in dit_block tools/gen_weights tools/gen_inputs tools/bench/bench_attn; do
   [ -x "$BUILD/$t" ] || { echo "profiles.sh: $BUILD/$t is missing (build first)"; exit 2; }
 done
 export PYTHONUNBUFFERED=1
-source "$HERE/prof_files.sh" # prof_qkv
 files=()
 for prof in ${H3_PROF_PROFILES:-model uniform}; do
   case $prof in model | uniform) ;; *) echo "profiles.sh: H3_PROF_PROFILES: unknown profile '$prof' (model, uniform)"; exit 2 ;; esac
@@ -56,10 +55,10 @@ done
 if [ -n "${H3_PROF_ACC:-}" ]; then
   IFS=: read -r AS AH <<<"$H3_PROF_ACC"
   for d in randn stress; do
-    f=$TMPD/qkv_${d}_${AS}_h$AH.safetensors
+    f=$PROF_DIR/qkv_${d}_${AS}_h$AH.safetensors
     [ -f "$f" ] || python3 "$HERE/make_qkv.py" --dist $d --tokens "$AS" --heads "$AH" --seed 1 --out "$f" && files+=("$f")
   done
-  f=$TMPD/qkv_model_${AS}_h$AH.safetensors
+  f=$PROF_DIR/qkv_model_${AS}_h$AH.safetensors
   if [ -f "$f" ] || { prof_qkv model "$AS" && python3 "$HERE/make_qkv.py" --from "$QKV" --heads "$AH" --out "$f"; }; then
     files+=("$f")
   fi
