@@ -640,13 +640,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                     sm90::wgmma_wait<0>();
                     sm90::fence_regs(pv);
                     release(bars.vempty(st), lane);
-    #pragma unroll
-                    for (int j = 0; j < 16; ++j) {
-                        c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
-                        c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
-                        c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
-                        c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
-                    }
+                    fold_pv(c, pv, alpha0, alpha1);
                 } else {
                     /* kFlush 0: only n = 0 starts afresh */
                     issue_pv_to(c.o, c.p, sV + st * kTile, n % (kFlush ? kFlush : 1 << 30) != 0);
@@ -728,21 +722,22 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
  * through the production code (wg3_cta): they start as the persistent CTAs
  * run out of items, as the split grid's CTAs fill its last wave. The K/V
  * ring runs on from item to item, and Q has two buffers (the second past
- * the table: PersistLayout::q2), so the producer loads the next item's Q, and its first
- * K/V tiles as the ring frees, while the consumers finish the current item
- * and write its rows: the start a whole CTA pays once per 32 key tiles at
- * S = 4096 overlaps the work. Per buffer b a Q barrier (the TMA's bytes and
- * the producer's arrival, which publishes the item it wrote to sitem b;
- * an item >= full ends the loop) and an empty barrier (each consumer warp
- * after its item's loop); nothing is added to the key-tile loop but the
- * ring's use offset: 583 SASS instructions a tile against the production
- * loop's 575, once the per-item values the loop reads are made opaque to
- * ptxas (else it recomputes them in every tile: 591). No local memory: the
- * producer takes 32 registers (24 spills), and the consumers read their
- * thread indices anew for each item. The counter (sched[0]: items handed out past the
- * first P, sched[1]: CTAs done) is reset by the last CTA to finish. Same
- * arithmetic and rows as v159. v110 (retired; docs/journal/2026-12-04.md)
- * did this on the plain grid: a counter, not a static order (5-8% slower). */
+ * the table: PersistLayout::q2), so the producer loads the next item's Q,
+ * and its first K/V tiles as the ring frees, while the consumers finish the
+ * current item and write its rows: the start a whole CTA pays once per 32
+ * key tiles at S = 4096 overlaps the work. Per buffer b a Q barrier (the
+ * TMA's bytes and the producer's arrival, which publishes the item it wrote
+ * to item slot b; an item >= full ends the loop) and an empty barrier (each
+ * consumer warp after its item's loop); nothing is added to the key-tile
+ * loop but the ring's use offset: 583 SASS instructions a tile against the
+ * production loop's 575, once the per-item values the loop reads are made
+ * opaque to ptxas (else it recomputes them in every tile: 591). No local
+ * memory: the producer takes 32 registers (24 spills), and the consumers
+ * read their thread indices anew for each item. The counter (sched[0]:
+ * items handed out past the first P, sched[1]: CTAs done) is reset by the
+ * last CTA to finish. Same arithmetic and rows as v159. v110 (retired;
+ * docs/journal/2026-12-04.md) did this on the plain grid: a counter, not a
+ * static order (5-8% slower). */
 template <int St> struct PersistLayout {
     using L = SmemLayout3<St>;
     static constexpr uint32_t kBar = L::kOffBar + 8 * (1 + 4 * St); /* past the ring's barriers: */
@@ -926,15 +921,20 @@ constexpr int kPersist = 161;    /* v159 with persistent whole CTAs */
 bool split_variant(int variant) { return variant == kProdFinite || variant == kProdSplit || variant == kPersist; }
 bool prod_variant(int variant) { return variant == kPlainGrid || variant == kProduction || split_variant(variant); }
 
+/* The current device's SM count (0 if it cannot be read). */
+int device_sms()
+{
+    int sms = 0, dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess) (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return sms;
+}
+
 /* The grid prod_kernel runs variant on: v158, v159 and v161 the split plan on
  * this device's SMs, every other variant the plain grid. */
 h3_sm90_grid prod_grid(int variant, int S, int H)
 {
     const bool split = split_variant(variant);
-    int sms = 0, dev = 0;
-    if (split && cudaGetDevice(&dev) == cudaSuccess)
-        (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return h3_sm90_grid_plan(S, H, sms, split);
+    return h3_sm90_grid_plan(S, H, split ? device_sms() : 0, split);
 }
 
 /* v161's launch: min(full, SMs) persistent CTAs, then the split CTAs; its
@@ -949,10 +949,8 @@ int persist_launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorM
         if ((ce = cudaMalloc(&sched, 2 * sizeof(int))) != cudaSuccess) return (int)ce;
         if ((ce = cudaMemset(sched, 0, 2 * sizeof(int))) != cudaSuccess) return (int)ce;
     }
-    int sms = 0, dev = 0;
-    if ((ce = cudaGetDevice(&dev)) != cudaSuccess ||
-        (ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-        return (int)ce;
+    const int sms = device_sms();
+    if (sms < 1) return (int)cudaErrorInvalidDevice;
     const int P = grid.full < sms ? grid.full : sms;
     auto fn = h3lab_wg3_persist_kernel<2>;
     if ((ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)

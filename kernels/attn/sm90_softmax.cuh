@@ -164,6 +164,19 @@ template <class C> static __device__ __forceinline__ void rescale_o(C &c, float 
     }
 }
 
+/* O = fma(O, alpha, pv): one key tile's P V (its own FP32 sum, from zero)
+ * added to O rescaled to the new running max, in one rounding per value. */
+template <class C> static __device__ __forceinline__ void fold_pv(C &c, const float *pv, float alpha0, float alpha1)
+{
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
+        c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
+        c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
+        c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
+    }
+}
+
 /* N values of p (times mult) -> P8 A fragments of N/16 k-steps, laid out
  * as convert_p describes */
 template <int N = 64> static __device__ __forceinline__ void pack_p(const float *s, uint32_t (*p)[4], float mult)

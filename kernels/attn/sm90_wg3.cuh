@@ -154,13 +154,7 @@ static __device__ __forceinline__ void run_tiles(Consumer &c, const Wg3Rows &r, 
         sm90::wgmma_wait<0>();
         sm90::fence_regs(pv);
         release(bars.vempty(st), lane);
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            c.o[4 * j + 0] = fmaf(c.o[4 * j + 0], alpha0, pv[4 * j + 0]);
-            c.o[4 * j + 1] = fmaf(c.o[4 * j + 1], alpha0, pv[4 * j + 1]);
-            c.o[4 * j + 2] = fmaf(c.o[4 * j + 2], alpha1, pv[4 * j + 2]);
-            c.o[4 * j + 3] = fmaf(c.o[4 * j + 3], alpha1, pv[4 * j + 3]);
-        }
+        fold_pv(c, pv, alpha0, alpha1);
     }
 }
 
