@@ -30,17 +30,13 @@
 set -euo pipefail
 
 TOOL=build_fa3.sh PY=${PYTHON:-python3} LOG=
-source "$(dirname "$0")/build_common.sh" # usage, die, log, preflight
+source "$(dirname "$0")/build_common.sh" # usage, die, bad_args, log, preflight
 PLAN_ONLY=0
 case "${1:-}" in
 -h | --help) usage; exit 0 ;;
 --plan) PLAN_ONLY=1; shift ;;
 esac
-if (($# < 1 || $# > 2)); then
-    usage >&2
-    echo "build_fa3.sh: FAILED: want SRC [BUILD_DIR] (got $# arguments)" >&2
-    exit 2
-fi
+(($# >= 1 && $# <= 2)) || bad_args "want SRC [BUILD_DIR] (got $# arguments)"
 SRC_ARG=$1
 BUILD_DIR=${2:-/tmp/fa3}
 export MAX_JOBS=${MAX_JOBS:-16}

@@ -52,17 +52,13 @@
 set -euo pipefail
 
 TOOL=build_flashinfer.sh PY=${PYTHON:-python3} LOG=
-source "$(dirname "$0")/build_common.sh" # usage, die, log, preflight
+source "$(dirname "$0")/build_common.sh" # usage, die, bad_args, log, preflight
 VERIFY_ONLY=0
 case "${1:-}" in
 -h | --help) usage; exit 0 ;;
 --verify) VERIFY_ONLY=1; shift ;;
 esac
-if (($# > 1)); then
-    usage >&2
-    echo "build_flashinfer.sh: FAILED: want [OUT_DIR] (got $# arguments)" >&2
-    exit 2
-fi
+(($# <= 1)) || bad_args "want [OUT_DIR] (got $# arguments)"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(realpath -m "${1:-$ROOT/.peers/flashinfer_min}")
 FI_VER=${FLASHINFER_VERSION:-0.7.4}
