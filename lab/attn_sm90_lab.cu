@@ -77,7 +77,7 @@ template <int St, bool kO32> struct LabLayout3 {
     static constexpr uint32_t kOffK = P::kOffK, kOffV = P::kOffV, kOffO = P::kOffBar,
                               kOffBar = kOffO + (kO32 ? kWg3Consumers * 128 * 64 * 4 : 0), kOffTab = kOffBar + 128;
     static constexpr int kBytes = (int)kOffBar + 128 + 1024;
-    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+    static_assert(kBytes <= kSmemMax, "over the sm_90 shared-memory limit per block");
 };
 
 /* ---- kS16 (v130, v136, v137): S = Q K^T summed in FP16 ----
@@ -974,17 +974,17 @@ int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const
     long long smem = L::kBytes + (long long)L::kTabBytesPerTile * nkt;
     auto fn = variant == kProdFinite ? h3k_attn_fp8_sm90_wg3_kernel<2, true, true, true>
                                      : h3k_attn_fp8_sm90_wg3_kernel<2, true, true>;
-    if (smem > 227 * 1024) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
+    if (smem > kSmemMax) smem = L::kBytes, fn = h3k_attn_fp8_sm90_wg3_kernel<2, true, false>;
     if (split_variant(variant)) {
         const long long split = LS::kBytes + (long long)LS::kTabBytesPerTile * nkt;
-        if (smem != L::kBytes + (long long)L::kTabBytesPerTile * nkt || split > 227 * 1024)
+        if (smem != L::kBytes + (long long)L::kTabBytesPerTile * nkt || split > kSmemMax)
             return (int)cudaErrorInvalidValue;
         smem = split > smem ? split : smem;
     }
     const h3_sm90_grid grid = prod_grid(variant, S, H);
     if (variant == kPersist) {
         const long long whole = PersistLayout<2>::bytes((int)nkt);
-        if (whole > 227 * 1024) return (int)cudaErrorInvalidValue;
+        if (whole > kSmemMax) return (int)cudaErrorInvalidValue;
         return persist_launch(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, (int)(whole > smem ? whole : smem), O,
                               lse, stream);
     }
@@ -1040,7 +1040,7 @@ extern "C" int h3lab_attn_sm90(int variant, const uint8_t *q8, const uint8_t *k8
     if ((e = make_tmap(&tv, vt8, (uint64_t)S_pad, (uint64_t)H * kD, 128u)) != 0) return e;
     if (prod_variant(variant))
         return prod_kernel(variant, tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, O, lse, stream);
-    if (v->tab && v->smem + (long long)v->tab * (S_pad / kBN) > 227 * 1024) {
+    if (v->tab && v->smem + (long long)v->tab * (S_pad / kBN) > kSmemMax) {
         v = v->untab ? find(v->untab) : nullptr;
         if (!v) return (int)cudaErrorInvalidValue;
     }

@@ -39,7 +39,6 @@ extern "C" int h3k_attn_fp8_sm90_key_tile(void) { return kBN; }
 
 namespace {
 constexpr int kStages = 2; /* K/V ring depth (3 or 4 stages measured no faster: docs/perf.md) */
-constexpr long long kSmemMax = 227 * 1024;
 
 typedef void (*WsFn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const float *, const float *,
                      const float *, const float *, int, int, int, int, uint16_t *, float *);

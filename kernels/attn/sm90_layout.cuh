@@ -19,6 +19,7 @@ constexpr int kBM = 128;          /* queries per CTA of the two-consumer kernel 
 constexpr int kBN = 128;          /* keys per tile = online-softmax step = scale group */
 constexpr int kThreads = 384;     /* the two-consumer kernel: producer WG + 2 consumer WGs */
 constexpr uint32_t kTile = 16384; /* 128 x 128 e4m3 */
+constexpr long long kSmemMax = 227 * 1024; /* sm_90's dynamic shared memory per block, at most */
 
 /* The two-consumer kernel, a ring of St stages: Q | K[St] | V[St] | mbarriers. */
 template <int St> struct SmemLayout {
@@ -27,7 +28,7 @@ template <int St> struct SmemLayout {
     static_assert(kOffV == kOffK + St * kTile && kOffBar == kOffV + St * kTile, "Q | K[St] | V[St] back to back");
     static constexpr int kBytes = (int)kOffBar + 128 + 1024; /* + barriers + alignment slack */
     static_assert(8 * (1 + 4 * St) <= 128, "mbarriers overflow their 128 bytes");
-    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+    static_assert(kBytes <= kSmemMax, "over the sm_90 shared-memory limit per block");
 };
 
 /* The three-consumer kernel: 192 queries per CTA, 64 per consumer WG, Q as
@@ -40,7 +41,7 @@ template <int St> struct SmemLayout3 {
                               kOffTab = kOffBar + 128;
     static constexpr int kBytes = (int)kOffBar + 128 + 1024;
     static constexpr int kTabBytesPerTile = 16 * kWg3Consumers;
-    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+    static_assert(kBytes <= kSmemMax, "over the sm_90 shared-memory limit per block");
 };
 
 /* The same kernel's split CTAs (sm90_grid.h): 64 queries (one 64-row box,
@@ -58,7 +59,7 @@ template <int St> struct SmemLayout3Split {
     static constexpr uint32_t kPartBytes = 17 * 128 * 16; /* 16 float4 of O and one of (m0, m1, l0, l1) per thread */
     static_assert(kPartBytes <= 2 * St * kTile, "a WG's partial fits its ring");
     static_assert(8 * (1 + 4 * St) <= 1024, "a ring's mbarriers fit behind it");
-    static_assert(kBytes <= 227 * 1024, "over the sm_90 shared-memory limit per block");
+    static_assert(kBytes <= kSmemMax, "over the sm_90 shared-memory limit per block");
 };
 static_assert(SmemLayout3<2>::kOffBar == SmemLayout3<2>::kOffK + 2 * 2 * kTile, "mbarriers 2 St tiles past K");
 
