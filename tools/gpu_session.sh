@@ -44,6 +44,7 @@ steps=${steps//pybench/pyattn pyblock}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 summary=()
 hung= # lab variants whose test_gpu_attention run timed out: later steps leave them out
+is_hung() { [[ " $hung " == *" $1 "* ]]; }
 # The carried json-c (.debs: Debian's libjson-c-dev and libjson-c5), unpacked
 # once into /tmp/jsonc and found through pkg-config; linked statically, since
 # the GPU machine has no libjson-c.so at run time.
@@ -156,7 +157,7 @@ for s in $steps; do
   sweeps)
     log "test_gpu_attention --sweep on lab variants"
     for v in ${H3_SWEEP_VARIANTS:-}; do
-      [[ " $hung " == *" $v "* ]] && { summary+=("test_gpu_attention --sweep --variant $v: not run (its cases timed out)"); continue; }
+      is_hung "$v" && { summary+=("test_gpu_attention --sweep --variant $v: not run (its cases timed out)"); continue; }
       timeout 300 "$BUILD/tests/test_gpu_attention" --sweep --variant "$v" >"$OUT/sweep_v$v.log" 2>&1
       rc=$?; [ $rc = 124 ] && hung+=" $v"
       summary+=("test_gpu_attention --sweep --variant $v: rc=$rc $(grep -E 'passed|failed' "$OUT/sweep_v$v.log" | tail -1)")
@@ -194,17 +195,16 @@ for s in $steps; do
     done ;;
   ab)
     log "sm90_ab on the model-like q/k/v"
+    abv= dropped= abvars=${H3_AB_VARIANTS:-147,150}
+    for v in ${abvars//,/ }; do if is_hung "$v"; then dropped+=" $v"; else abv=${abv:+$abv,}$v; fi; done
+    [ -n "$dropped" ] && summary+=("ab: left out, their tests timed out:$dropped")
+    [ -n "$abv" ] || continue
     abq=${H3_AB_QKV:-}
     if [ -z "$abq" ]; then # the model-like block's q, k, v at each S of H3_AB_SEQS, made here
       for S in $(tr , " " <<<"${H3_AB_SEQS:-30272}"); do prof_qkv model "$S"; abq=${abq:+$abq,}$QKV; done
     fi
-    abv= abvars=${H3_AB_VARIANTS:-147,150}
-    for v in ${abvars//,/ }; do [[ " $hung " == *" $v "* ]] || abv=${abv:+$abv,}$v; done
-    [ -n "$hung" ] && summary+=("ab: left out, their tests timed out:$hung")
-    if [ -n "$abv" ]; then
-      H3_AB_QKV=$abq timeout 400 bash lab/sm90_ab.sh "$BUILD" "$abv" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
-      summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log"
-    fi ;;
+    H3_AB_QKV=$abq timeout 400 bash lab/sm90_ab.sh "$BUILD" "$abv" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
+    summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
   pkg)
     log "pip install ./python"
     carried_jsonc # the library reads safetensors headers with json-c: static, as the machine has none
