@@ -6,7 +6,8 @@
 #   compute-sanitizer on the GPU tests.
 # Logs and JSON go to $OUT (or ./out); tools/gpu_call.sh wraps a device call
 # around it (logs packed as they grow). Usage: tools/gpu_session.sh [steps...]
-# with steps from: build tests block bench sass ncu sanitize (default: all),
+# with steps from: build tests block bench sass ncu (the attention kernels at
+# S = H3_NCU_SEQ, default 30272) sanitize (default: all),
 # and on request: fa3 (FlashAttention-3 built from .peers/fa3, a checkout or
 # its .tar.gz, into /tmp/fa3, in the background; the steps after it go on), profiles
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
@@ -113,18 +114,18 @@ for s in $steps; do
       cuobjdump --dump-sass "$f" >"$OUT/$(basename "$f" .cu.o).sass" 2>&1
       echo "$(basename "$f"): $(grep -c QGMMA "$OUT/$(basename "$f" .cu.o).sass") QGMMA, $(grep -cE 'HMMA|QMMA' "$OUT/$(basename "$f" .cu.o).sass") HMMA/QMMA, $(grep -cE 'LDL|STL' "$OUT/$(basename "$f" .cu.o).sass") LDL/STL"
     done | tee -a "$OUT/session.log" ;;
-  ncu) # the three launches: attn_fp8_mma, attn_fp8_sm90 without and with a V mean (v16, v147)
-    log ncu
+  ncu) # the three launches: attn_fp8_mma, attn_fp8_sm90 without and with a V mean, at S = H3_NCU_SEQ
+    log "ncu at S = ${H3_NCU_SEQ:-30272}"
     if [ -x "$BUILD/tools/bench/bench_attn" ]; then
       timeout 200 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section Occupancy --section LaunchStats --section WarpStateStats \
-        "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
+        "$BUILD/tools/bench/bench_attn" --seqs "${H3_NCU_SEQ:-30272}" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
       summary+=("ncu: rc=$?")
       timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
-        --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
-        "$BUILD/tools/bench/bench_attn" --seqs 30272 --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
-      grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration" "$OUT/ncu.log" | head -70
+        --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.max \
+        "$BUILD/tools/bench/bench_attn" --seqs "${H3_NCU_SEQ:-30272}" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
+      grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration|Waves|cycles_active|cycles_elapsed" "$OUT/ncu.log" | head -90
     fi ;;
   fa3)
     log "fa3 build (background)"

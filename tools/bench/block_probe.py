@@ -15,7 +15,7 @@ REASONS = {0x1: "idle", 0x2: "app clocks", 0x4: "sw power cap", 0x8: "hw slowdow
 
 
 def samples(path, min_watts=150.0):
-    """Median SM clock (MHz), power (W), temperature (C) over the samples
+    """Median (and mean) SM clock (MHz), power (W), temperature (C) over the samples
     drawn above min_watts, and how often each clock-event reason was set."""
     rows = []
     for line in Path(path).read_text().splitlines():
@@ -34,17 +34,32 @@ def samples(path, min_watts=150.0):
             if bits & bit:
                 reasons[name] = reasons.get(name, 0) + 1
     return {"samples": len(rows), "sm_mhz": statistics.median(r[0] for r in rows),
+            "sm_mhz_mean": statistics.fmean(r[0] for r in rows),
             "watts": statistics.median(r[1] for r in rows), "temp_c": statistics.median(r[2] for r in rows),
             "reasons": {k: round(v / len(rows), 3) for k, v in reasons.items()}}
 
 
+def one_block(rows):
+    """The launches of one block out of dit_block --warmup 0 --repeat 1: the
+    cached ops (adaLN, RoPE table), then the block op by op, its CUDA-graph
+    warm-up and its replay, so the launches end in three copies of one
+    block's sequence. Returns the cached ops' launches and one copy, and
+    whether that pattern was found (else every row)."""
+    names = [r.get("Kernel Name", "?") for r in rows]
+    for k in range(1, len(names) // 3 + 1):
+        if names[-k:] == names[-2 * k:-k] == names[-3 * k:-2 * k]:
+            return rows[:len(rows) - 3 * k] + rows[-k:], True
+    return rows, False
+
+
 def ncu_kernels(path):
-    """ncu --csv --page raw: one row per launch; summed per kernel name."""
+    """ncu --csv --page raw: one row per launch; one block's launches summed
+    per kernel name."""
     text = Path(path).read_text(errors="replace").splitlines()
     start = next((i for i, l in enumerate(text) if l.startswith('"ID"')), None)
     if start is None:
-        return []
-    rows = list(csv.DictReader(text[start:]))[1:]  # the second row holds the units
+        return [], False
+    rows, found = one_block(list(csv.DictReader(text[start:]))[1:])  # the second row holds the units
     per = {}
     for r in rows:
         name = re.sub(r"\(.*", "", r.get("Kernel Name", "?")).replace("void ", "")[:60]
@@ -68,39 +83,47 @@ def ncu_kernels(path):
     for k in out:
         for f in ("sm_pct", "dram_pct", "mhz"):
             k[f] = k[f] / k["ms"] if k["ms"] > 0 else 0.0
-    return out
+    return out, found
 
 
 def main():
     d = Path(sys.argv[1] if len(sys.argv) > 1 else "out/block_probe")
-    res = {"attn_alone": samples(d / "attn_alone.smi"), "block": samples(d / "block.smi")}
-    print("| run | samples > 150 W | SM clock MHz | power W | temp C | clock-event reasons (share of samples) |")
+    runs = [k for k in ("attn_alone", "fa3_fp8_alone", "cudnn_fp8_alone", "block") if (d / f"{k}.smi").exists()]
+    res = {k: samples(d / f"{k}.smi") for k in runs}
+    print("| run | samples > 150 W | SM clock MHz, median (mean) | power W | temp C | clock-event reasons (share of samples) |")
     print("|---|---|---|---|---|---|")
-    for k in ("attn_alone", "block"):
+    for k in runs:
         s = res[k]
         if not s["samples"]:
             print(f"| {k} | 0 | | | | |")
             continue
         why = ", ".join(f"{n} {v:.0%}" for n, v in s["reasons"].items()) or "none"
-        print(f"| {k} | {s['samples']} | {s['sm_mhz']:.0f} | {s['watts']:.0f} | {s['temp_c']:.0f} | {why} |")
+        print(f"| {k} | {s['samples']} | {s['sm_mhz']:.0f} ({s['sm_mhz_mean']:.0f}) | {s['watts']:.0f} | {s['temp_c']:.0f} | {why} |")
     for line in (d / "attn_alone.log").read_text(errors="replace").splitlines():
         if re.search(r"h3_fp8_sm90", line):
             print("alone:", line.strip())
+    for k in ("fa3_fp8", "cudnn_fp8"):
+        if (d / f"{k}_alone.log").exists():
+            for line in (d / f"{k}_alone.log").read_text(errors="replace").splitlines():
+                if line.startswith(k + " "):
+                    print("alone:", line.strip())
     for line in (d / "block.log").read_text(errors="replace").splitlines():
         if re.match(r"(attention|block total)", line):
             print("block:", line.strip())
-    ks = ncu_kernels(d / "ncu.csv")
+    ks, found = ncu_kernels(d / "ncu.csv")
     res["ncu"] = ks
+    res["ncu_one_block"] = found
     if ks:
         total = sum(k["ms"] for k in ks)
-        print(f"\nncu, one block run, {total:.3f} ms of kernels (each replayed alone):")
+        what = "one block run" if found else "every launch (one block's could not be told apart)"
+        print(f"\nncu, {what}, {total:.3f} ms of kernels (each replayed alone):")
         print("| kernel | launches | ms | share | SM % of peak | DRAM % of peak | DRAM GB | SM MHz |")
         print("|---|---|---|---|---|---|---|---|")
         for k in ks:
             print(f"| {k['kernel']} | {k['launches']} | {k['ms']:.3f} | {k['ms'] / total:.1%} | {k['sm_pct']:.1f} "
                   f"| {k['dram_pct']:.1f} | {k['dram_gb']:.3f} | {k['mhz']:.0f} |")
     else:
-        print("ncu: no kernel rows (see ncu.err)")
+        print("ncu: no kernel rows (see ncu_tool.log and ncu.err)")
     (d / "block_probe.json").write_text(json.dumps(res, indent=1))
 
 
