@@ -46,6 +46,13 @@ log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 summary=()
 hung= # lab variants whose test_gpu_attention run timed out: later steps leave them out
 is_hung() { [[ " $hung " == *" $1 "* ]]; }
+lab_test() { # V LOG [ARGS...]: test_gpu_attention ARGS on lab variant V into LOG; a timeout marks V hung
+  local v=$1 lg=$2 rc; shift 2
+  timeout 300 "$BUILD/tests/test_gpu_attention" "$@" --variant "$v" >"$lg" 2>&1
+  rc=$?; [ $rc = 124 ] && hung+=" $v"
+  summary+=("test_gpu_attention${*:+ $*} --variant $v: rc=$rc $(grep -E 'passed|failed' "$lg" | tail -1)")
+  grep -E "FAIL" "$lg" | head -5
+}
 # The carried json-c (.debs: Debian's libjson-c-dev and libjson-c5), unpacked
 # once into /tmp/jsonc and found through pkg-config; linked statically, since
 # the GPU machine has no libjson-c.so at run time.
@@ -115,16 +122,17 @@ for s in $steps; do
       echo "$(basename "$f"): $(grep -c QGMMA "$OUT/$(basename "$f" .cu.o).sass") QGMMA, $(grep -cE 'HMMA|QMMA' "$OUT/$(basename "$f" .cu.o).sass") HMMA/QMMA, $(grep -cE 'LDL|STL' "$OUT/$(basename "$f" .cu.o).sass") LDL/STL"
     done | tee -a "$OUT/session.log" ;;
   ncu) # the three launches: attn_fp8_mma, attn_fp8_sm90 without and with a V mean, at S = H3_NCU_SEQ
-    log "ncu at S = ${H3_NCU_SEQ:-30272}"
+    ncu_seq=${H3_NCU_SEQ:-30272}
+    log "ncu at S = $ncu_seq"
     if [ -x "$BUILD/tools/bench/bench_attn" ]; then
       timeout 200 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --section Occupancy --section LaunchStats --section WarpStateStats \
-        "$BUILD/tools/bench/bench_attn" --seqs "${H3_NCU_SEQ:-30272}" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
+        "$BUILD/tools/bench/bench_attn" --seqs "$ncu_seq" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
       summary+=("ncu: rc=$?")
       timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
         --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.max \
-        "$BUILD/tools/bench/bench_attn" --seqs "${H3_NCU_SEQ:-30272}" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
+        "$BUILD/tools/bench/bench_attn" --seqs "$ncu_seq" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
       grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration|Waves|cycles_active|cycles_elapsed" "$OUT/ncu.log" | head -90
     fi ;;
   fa3)
@@ -149,20 +157,12 @@ for s in $steps; do
     done ;;
   variants)
     log "test_gpu_attention on lab variants"
-    for v in ${H3_TEST_VARIANTS:-}; do
-      timeout 300 "$BUILD/tests/test_gpu_attention" --variant "$v" >"$OUT/test_v$v.log" 2>&1
-      rc=$?; [ $rc = 124 ] && hung+=" $v"
-      summary+=("test_gpu_attention --variant $v: rc=$rc $(grep -E 'passed|failed' "$OUT/test_v$v.log" | tail -1)")
-      grep -E "FAIL" "$OUT/test_v$v.log" | head -5
-    done ;;
+    for v in ${H3_TEST_VARIANTS:-}; do lab_test "$v" "$OUT/test_v$v.log"; done ;;
   sweeps)
     log "test_gpu_attention --sweep on lab variants"
     for v in ${H3_SWEEP_VARIANTS:-}; do
       is_hung "$v" && { summary+=("test_gpu_attention --sweep --variant $v: not run (its cases timed out)"); continue; }
-      timeout 300 "$BUILD/tests/test_gpu_attention" --sweep --variant "$v" >"$OUT/sweep_v$v.log" 2>&1
-      rc=$?; [ $rc = 124 ] && hung+=" $v"
-      summary+=("test_gpu_attention --sweep --variant $v: rc=$rc $(grep -E 'passed|failed' "$OUT/sweep_v$v.log" | tail -1)")
-      grep -E "FAIL" "$OUT/sweep_v$v.log" | head -5
+      lab_test "$v" "$OUT/sweep_v$v.log" --sweep
     done ;;
   blocks)
     # H3_BLOCK_RUNS: PROFILE:S:GEMM items (default: both profiles, 30272 in

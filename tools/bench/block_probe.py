@@ -86,6 +86,15 @@ def ncu_kernels(path):
     return out, found
 
 
+def show(path, pattern, prefix):
+    """Prints the lines of the log at path that match pattern, after prefix
+    (nothing when the run did not happen)."""
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            if re.search(pattern, line):
+                print(prefix, line.strip())
+
+
 def main():
     d = Path(sys.argv[1] if len(sys.argv) > 1 else "out/block_probe")
     runs = [k for k in ("attn_alone", "fa3_fp8_alone", "cudnn_fp8_alone", "block") if (d / f"{k}.smi").exists()]
@@ -99,17 +108,10 @@ def main():
             continue
         why = ", ".join(f"{n} {v:.0%}" for n, v in s["reasons"].items()) or "none"
         print(f"| {k} | {s['samples']} | {s['sm_mhz']:.0f} ({s['sm_mhz_mean']:.0f}) | {s['watts']:.0f} | {s['temp_c']:.0f} | {why} |")
-    for line in (d / "attn_alone.log").read_text(errors="replace").splitlines():
-        if re.search(r"h3_fp8_sm90", line):
-            print("alone:", line.strip())
+    show(d / "attn_alone.log", r"h3_fp8_sm90", "alone:")
     for k in ("fa3_fp8", "cudnn_fp8"):
-        if (d / f"{k}_alone.log").exists():
-            for line in (d / f"{k}_alone.log").read_text(errors="replace").splitlines():
-                if line.startswith(k + " "):
-                    print("alone:", line.strip())
-    for line in (d / "block.log").read_text(errors="replace").splitlines():
-        if re.match(r"(attention|block total)", line):
-            print("block:", line.strip())
+        show(d / f"{k}_alone.log", rf"^{k} ", "alone:")
+    show(d / "block.log", r"^(attention|block total)", "block:")
     ks, found = ncu_kernels(d / "ncu.csv")
     res["ncu"] = ks
     res["ncu_one_block"] = found

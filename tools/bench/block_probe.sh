@@ -57,7 +57,7 @@ echo "ncu: $(date +%T)"
 # messages to ncu_tool.log: a run that profiles nothing says why there.
 NCU_METRICS=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,sm__cycles_elapsed.avg.per_second
 rm -f "$OUT/block.ncu-rep"
-timeout 400 ncu --clock-control none --metrics "$NCU_METRICS" --export "$OUT/block" --force-overwrite \
+timeout 400 ncu --clock-control none --metrics "$NCU_METRICS" --export "$OUT/block" \
   --log-file "$OUT/ncu_tool.log" \
   "$B/dit_block" --weights "$W" --input "$IN" --gemm "$GEMM" --check none --quiet --warmup 0 --repeat 1 \
   >"$OUT/ncu_app.log" 2>&1
