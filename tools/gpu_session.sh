@@ -34,7 +34,11 @@
 # pybench (the Python package against the PyTorch peers on the model-like
 # q, k, v at H3_PYBENCH_SEQS, then diffusers' block with each processor,
 # eager and compiled: tools/bench/diffusers_block.py; pyattn and pyblock are
-# its two halves; H3_FA3_PATH, a build_fa3.sh output, adds fa3_* impls).
+# its two halves; H3_FA3_PATH, a build_fa3.sh output, adds fa3_* impls);
+# scaling (tools/bench/scaling.sh: attention at every S of H3_SCALING_SEQS,
+# default 2048,4096,8192, and H of H3_SCALING_HEADS, default 1,6,12,28,56,112,
+# ours, the lab variants of H3_SCALING_VARIANTS, cuDNN FP8 and FA3 FP8, and
+# the fit into fixed, per-row and per-pair costs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -206,6 +210,11 @@ for s in $steps; do
     fi
     H3_AB_QKV=$abq timeout 400 bash lab/sm90_ab.sh "$BUILD" "$abv" "${H3_AB_ROUNDS:-3}" 20 >"$OUT/ab.log" 2>&1
     summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
+  scaling)
+    log "attention over S and H: ours and the FP8 peers"
+    H3_VARIANTS=${H3_SCALING_VARIANTS:-} timeout 500 bash tools/bench/scaling.sh "$BUILD" \
+      "${H3_SCALING_SEQS:-2048,4096,8192}" "${H3_SCALING_HEADS:-1,6,12,28,56,112}" >"$OUT/scaling.log" 2>&1
+    summary+=("scaling: rc=$?"); tail -32 "$OUT/scaling.log" ;;
   pkg)
     log "pip install ./python"
     carried_jsonc # the library reads safetensors headers with json-c: static, as the machine has none

@@ -4,7 +4,7 @@
  *   bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10]
  *              [--warmup 2] [--kernels mma,sm90] [--quant] [--accuracy]
  *              [--accuracy-only] [--acc-seq 8192] [--acc-heads 8] [--seed N]
- *              [--json FILE] [--no-selfcheck] [--qkv FILE[,FILE...]]
+ *              [--json FILE] [--no-selfcheck] [--qkv FILE[,FILE...]] [--lead-us N]
  *
  * First a self-check (S = 300, H = 3): the quantiser below must reproduce
  * cpu_quant_fp8 bit for bit and the FP64 reference must match
@@ -17,7 +17,11 @@
  * keys permuted), so the benchmark does not depend on the code it measures.
  * Several operand sets (>= 2, together >= 3x the L2 size) are rotated so no
  * run finds its inputs in L2. CUDA events around every launch, warm-up first,
- * median (and min) of --reps runs. TFLOPS = 4 S^2 128 H / t. Row
+ * median (and min) of --reps runs. TFLOPS = 4 S^2 128 H / t. Between
+ * back-to-back launches the host keeps ahead of the GPU only while a launch
+ * takes longer than its host-side work; --lead-us N queues each timed launch
+ * behind an N µs one-thread spin kernel, so that a launch of a few µs is
+ * timed without the host's share (tools/bench/scaling.sh). Row
  * h3_fp8_sm90_vs: the Hopper kernel on the smoothed-V path that dit_block
  * takes by default (a V mean passed: its own variant and the mean added in
  * the epilogue; the mean passed is 0, exact for this unsmoothed N(0,1) V).
@@ -167,6 +171,8 @@ static void die_cuda(cudaError_t e, const char *what)
         if (e_ != cudaSuccess) die_cuda(e_, #call); \
     } while (0)
 
+static double g_lead_us; /* --lead-us: the spin queued before each timed launch */
+
 static void write_json(const char *path, int H)
 {
     if (!path) return;
@@ -175,8 +181,8 @@ static void write_json(const char *path, int H)
         fprintf(stderr, "bench_attn: cannot write %s\n", path);
         return;
     }
-    fprintf(f, "{\n  \"tool\": \"bench_attn\",\n  \"device\": \"%s\",\n  \"selfcheck\": \"%s\",\n  \"heads\": %d,\n  \"results\": [",
-            g_device, g_selfcheck, H);
+    fprintf(f, "{\n  \"tool\": \"bench_attn\",\n  \"device\": \"%s\",\n  \"selfcheck\": \"%s\",\n  \"heads\": %d,\n  \"lead_us\": %g,\n  \"results\": [",
+            g_device, g_selfcheck, H, g_lead_us);
     for (int i = 0; i < g_nrows; i++) {
         const row_t *r = &g_rows[i];
         fprintf(f, "%s\n    {\"kernel\": \"%s\", \"S\": %d, \"H\": %d, \"sets\": %d, ", i ? "," : "", r->kernel, r->S,
@@ -307,6 +313,7 @@ static int time_launches(int (*launch)(void *, int), void *ctx, int nsets, int w
     for (int w = 0; w < warmup && !rc; w++) rc = launch(ctx, w % nsets);
     if (!rc) rc = (int)cudaDeviceSynchronize();
     for (int r = 0; r < reps && !rc; r++) {
+        if (g_lead_us > 0) CK((cudaError_t)bench_spin(g_lead_us, 0));
         CK(cudaEventRecord(ev[2 * r], 0));
         rc = launch(ctx, (r + warmup) % nsets);
         CK(cudaEventRecord(ev[2 * r + 1], 0));
@@ -781,11 +788,12 @@ static const char usage_text[] =
     "usage: bench_attn [--seqs 4096,8192,16384,30272,75600] [--heads 56] [--reps 10 | --repeat 10] [--warmup 2]\n"
     "                  [--kernels mma,sm90] [--quant] [--accuracy] [--accuracy-only]\n"
     "                  [--acc-seq 8192] [--acc-heads 8] [--seed N] [--json FILE] [--no-selfcheck]\n"
-    "                  [--qkv FILE[,FILE...]] [--variant N] [--help] [--version]\n"
+    "                  [--qkv FILE[,FILE...]] [--variant N] [--lead-us N] [--help] [--version]\n"
     "  times h3block's FP8 attention kernels on the GPU and measures their accuracy against FP64\n"
     "  --qkv: attention inputs from files (torch_block.py --dump-qkv) instead of N(0,1)\n"
     "  --variant N: lab builds (-DH3_LAB=ON): the lab's Hopper variant N alone\n"
     "  --repeat N: --reps N as dit_block spells it\n"
+    "  --lead-us N: queue each timed launch behind an N microsecond spin (short launches: no host time)\n"
     "  A value follows its flag as the next word or after '=' (--reps 5, --reps=5).\n"
     "Exit: 0 done; 2 a usage error or no machine code for this GPU; 77 no usable CUDA device.\n";
 
@@ -813,9 +821,9 @@ int main(int argc, char **argv)
         {"seqs", 1},    {"heads", 1},   {"reps", 1},         {"repeat", 1},        {"warmup", 1},
         {"kernels", 1}, {"acc-seq", 1}, {"acc-heads", 1},    {"seed", 1},          {"json", 1},
         {"variant", 1}, {"qkv", 1},     {"no-selfcheck", 0}, {"quant", 0},         {"accuracy", 0},
-        {"accuracy-only", 0}, {NULL, 0}};
+        {"accuracy-only", 0}, {"lead-us", 1}, {NULL, 0}};
     enum { F_SEQS, F_HEADS, F_REPS, F_REPEAT, F_WARMUP, F_KERNELS, F_ACC_SEQ, F_ACC_HEADS, F_SEED, F_JSON, F_VARIANT,
-           F_QKV, F_NO_SELFCHECK, F_QUANT, F_ACCURACY, F_ACCURACY_ONLY };
+           F_QKV, F_NO_SELFCHECK, F_QUANT, F_ACCURACY, F_ACCURACY_ONLY, F_LEAD_US };
     const h3_cli cli = {PROG, usage_text, flags, version_extra};
     const char *val;
     for (int f; (f = h3_cli_next(&cli, argc, argv, &val)) >= 0;) {
@@ -839,6 +847,7 @@ int main(int argc, char **argv)
         case F_QUANT: do_quant = 1; break;
         case F_ACCURACY: do_acc = 1; break;
         case F_ACCURACY_ONLY: do_acc = acc_only = 1; break;
+        case F_LEAD_US: g_lead_us = (double)h3_cli_uint(PROG, "--lead-us", val, 0, 1000000); break;
         }
     }
 

@@ -244,3 +244,19 @@ extern "C" int bench_v_mean(const uint16_t *v, int S, int H, float *mu, cudaStre
     v_mean_kernel<<<(H * D + 127) / 128, 128, 0, st>>>((const __nv_bfloat16 *)v, S, H * D, mu);
     return (int)cudaGetLastError();
 }
+
+/* One thread that returns once the GPU's global timer has advanced ns. */
+__global__ void spin_kernel(uint64_t ns)
+{
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+extern "C" int bench_spin(double us, cudaStream_t st)
+{
+    spin_kernel<<<1, 1, 0, st>>>((uint64_t)(us * 1e3));
+    return (int)cudaGetLastError();
+}

@@ -30,6 +30,9 @@ int bench_rotate_rows(const uint16_t *x, long rows, const uint32_t signs[4], flo
  * all S rows, nrows ignored) -> out [nrows or S][H*128] */
 int bench_ref_attn_f64(const uint16_t *q, const uint16_t *k, const uint16_t *v, int S, int H, const int *rows,
                        int nrows, double *out, cudaStream_t st);
+/* a one-thread kernel that keeps the stream busy for us microseconds: a
+ * launch queued behind it starts without waiting for the host */
+int bench_spin(double us, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -94,8 +94,25 @@ def exact_rows(S):
     return [((2 * j + 1) * S) // (2 * R) for j in range(R)]
 
 
+LEAD = {"cycles": 0}  # --lead-us as torch.cuda._sleep cycles (calibrated in main)
+
+
+def lead_cycles(torch, us):
+    """torch.cuda._sleep's cycle count for a spin of about us µs, from one timed spin."""
+    n = 1 << 20
+    torch.cuda._sleep(n)  # warm-up
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(n)
+    b.record()
+    torch.cuda.synchronize()
+    return max(1, int(us * n / (1e3 * a.elapsed_time(b))))
+
+
 def time_calls(torch, fn, nsets, warmup, reps, cuda=True):
-    """fn(set_index) launches one call. Returns (median ms, min ms)."""
+    """fn(set_index) launches one call. Returns (median ms, min ms). With
+    --lead-us each timed call is queued behind a spin of that length, so that a
+    call of a few µs is timed without the host's share of it."""
     for w in range(warmup):
         fn(w % nsets)
     if not cuda:
@@ -108,6 +125,8 @@ def time_calls(torch, fn, nsets, warmup, reps, cuda=True):
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for r in range(reps):
+        if LEAD["cycles"]:
+            torch.cuda._sleep(LEAD["cycles"])
         ev[r][0].record()
         fn((r + warmup) % nsets)
         ev[r][1].record()
@@ -381,7 +400,8 @@ def main():
     ap = Parser(description=__doc__.split("\n")[0],
                                  epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seqs", default="4096,8192,16384,30272,75600", help="S list of the N(0,1) mode")
-    ap.add_argument("--heads", type=int, default=56, help="H of the N(0,1) mode (--qkv files give their own)")
+    ap.add_argument("--heads", default="56", help="H list of the N(0,1) mode, every S at every H "
+                    "(--qkv files give their own)")
     ap.add_argument("--qkv", help="comma-separated q/k/v safetensors files (torch_block.py --dump-qkv)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
@@ -391,6 +411,8 @@ def main():
                     "e.g. .peers/flashinfer_min)")
     ap.add_argument("--no-exact", action="store_true", help="skip the FP64 exact reference (no err_vs_exact)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--lead-us", type=int, default=0, help="queue each timed call behind a spin of this many µs "
+                    "(short calls: no host time in the figure)")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a logic check at tiny sizes "
                     "(host timings; the GPU-only impls fail)")
     ap.add_argument("--json")
@@ -410,10 +432,13 @@ def main():
         ap.error("--qkv needs at least one file")
     try:
         seqs = [int(s) for s in args.seqs.split(",") if s]
+        heads = [int(s) for s in args.heads.split(",") if s]
     except ValueError:
-        ap.error(f"--seqs {args.seqs!r}: want comma-separated integers")
-    if not files and (not seqs or min(seqs) < 1 or args.heads < 1):
+        ap.error(f"--seqs {args.seqs!r} / --heads {args.heads!r}: want comma-separated integers")
+    if not files and (not seqs or min(seqs) < 1 or not heads or min(heads) < 1):
         ap.error("--seqs and --heads must be positive")
+    if args.lead_us < 0:
+        ap.error("--lead-us must be >= 0")
 
     try:
         import torch
@@ -434,9 +459,12 @@ def main():
         dev_name = prop.name
     else:
         l2, dev_name = 60 << 20, "cpu"
+    if cuda and args.lead_us:
+        LEAD["cycles"] = lead_cycles(torch, args.lead_us)
     info = {"tool": "peers_attention", "device": dev_name, "torch": torch.__version__,
             "cudnn_backend": torch.backends.cudnn.version() if cuda else None,
-            "heads": args.heads if not files else None, "mode": "qkv" if files else "randn",
+            "heads": (heads[0] if len(heads) == 1 else heads) if not files else None,
+            "mode": "qkv" if files else "randn", "lead_us": args.lead_us,
             "exact_ref": None if args.no_exact else
             f"FP64 softmax(q k^T / sqrt({D})) v on R = min(S, {EXACT_ROWS}) rows floor((2j+1) S / (2R)), all heads",
             "cases": [], "results": []}
@@ -501,8 +529,9 @@ def main():
         for path in files:
             cases.append({"file": path})
     else:
-        for S in seqs:
-            cases.append({"S": S, "H": args.heads, "profile": "randn", "tokens": S})
+        for H in heads:
+            for S in seqs:
+                cases.append({"S": S, "H": H, "profile": "randn", "tokens": S})
 
     rc = 0
     print(f"{'impl':<12} {'profile':<10} {'S':>7} {'H':>4} {'sets':>4} {'median_ms':>10} {'min_ms':>10} "
