@@ -29,6 +29,8 @@
  *         this device, as the launch runs it with kSplitGrid on)
  *   v161  v159 with its whole CTAs persistent: items from a counter, the
  *         next item's Q and K/V loading under the current one's end
+ *   v162  v161 with each item's softmax-scalar table and V's scale maximum
+ *         computed ahead by the producer warpgroup's idle warps
  *
  * Results of every variant, and of those retired to git history, are in
  * docs/perf.md ("Tried, did not pay") and docs/journal/. Entry points
@@ -737,18 +739,81 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
  * items handed out past the first P, sched[1]: CTAs done) is reset by the
  * last CTA to finish. Same arithmetic and rows as v159. v110 (retired;
  * docs/journal/2026-12-04.md) did this on the plain grid: a counter, not a
- * static order (5-8% slower). */
-template <int St> struct PersistLayout {
+ * static order (5-8% slower).
+ *
+ * v162 (kPre): at an item's start each consumer warpgroup of v161 still
+ * runs a chain of dependent global loads before its first key tile (V's
+ * scale maximum, its queries' scale, then the table's key scales), and
+ * the three reach it within a tile or two of each other, so the SM's
+ * tensor cores and exp unit wait with them. Here the producer
+ * warpgroup's warps 1-3, idle in v161, each compute one consumer's table
+ * and sv max for the item in Q buffer b, once its Q barrier says which
+ * item that is, into table b (two tables, one per Q buffer) and
+ * publish them on tfull[b]; the consumer only waits on that barrier.
+ * Buffer b is freed (qempty) after the consumer's stores, so that the
+ * next item's table cannot overwrite what its epilogue still reads. A
+ * consumer's work outside the key-tile loop drops from ~730 to ~435 SASS
+ * instructions an item; the loop is 587 (v161: 583); the table warps, at
+ * the producer's 32 registers, spill 8 bytes once an item, off that loop. */
+template <int St, bool kPre> struct PersistLayout {
     using L = SmemLayout3<St>;
     static constexpr uint32_t kBar = L::kOffBar + 8 * (1 + 4 * St); /* past the ring's barriers: */
     static constexpr uint32_t kQFull2 = kBar, kQEmpty = kBar + 8, kItem = kBar + 24; /* qempty[2], sitem[2] */
-    static_assert(kItem + 8 <= L::kOffBar + 128, "the extra barriers fit the layout's 128 bytes of barriers");
+    static constexpr uint32_t kTFull = kItem + 8;                                      /* kPre: tfull[2] */
+    static_assert(kTFull + (kPre ? 16 : 0) <= L::kOffBar + 128,
+                  "the extra barriers fit the layout's 128 bytes of barriers");
     /* the second Q buffer, past the table of nkt key tiles */
     static __host__ __device__ uint32_t q2(int nkt) { return (L::kOffTab + 16u * kWg3Consumers * nkt + 1023u) & ~1023u; }
-    static __host__ __device__ int bytes(int nkt) { return (int)q2(nkt) + 3 * (int)(kTile / 2) + 1024; }
+    /* kPre: table b (table 0 is the layout's), then each buffer's three sv maxima */
+    static __host__ __device__ uint32_t tab(int nkt, int b)
+    {
+        return b ? q2(nkt) + 3 * (kTile / 2) : (uint32_t)L::kOffTab;
+    }
+    static __host__ __device__ uint32_t svm(int nkt, int b) { return tab(nkt, 1) + 16u * kWg3Consumers * nkt + 16u * b; }
+    static __host__ __device__ int bytes(int nkt)
+    {
+        return (int)(kPre ? svm(nkt, 2) : q2(nkt) + 3 * (kTile / 2)) + 1024;
+    }
 };
 
+/* kPre: producer warp w (1..3) of a persistent CTA fills consumer w - 1's
+ * share of each item's table and its sv max, as wg3_cta's consumers do for
+ * themselves (write_table, sv_max), then arrives on tfull[b]. */
 template <int St>
+static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, const float *__restrict__ sq,
+                                                      const float *__restrict__ sk, const float *__restrict__ sv,
+                                                      int S_pad, int nkt, uint32_t base, uint32_t qfull1,
+                                                      uint32_t qfull0)
+{
+    using PL = PersistLayout<St, true>;
+    const int lane = (int)threadIdx.x % 32, wgi = (int)threadIdx.x / 32 - 1, G = S_pad / kBN;
+    for (int k = 0;; ++k) {
+        const int b = k & 1;
+        sm90::mbar_wait(b ? qfull1 : qfull0, (uint32_t)(k >> 1) & 1u); /* the producer wrote the item */
+        int item;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(item) : "r"(base + PL::kItem + 4u * b) : "memory");
+        if (item >= grid.full) break;
+        const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
+        const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G;
+        const float svmax = sv_max(sv_h, G, lane);
+        const float sqq = sq[(size_t)c.h * G + min((c.row0 + wgi * 64) / kBN, G - 1)];
+        const float r256 = 256.f / svmax;
+        const uint32_t tb = base + PL::tab(nkt, b) + (uint32_t)(wgi * nkt) * 16u;
+#pragma unroll 1 /* 32 registers here: one entry at a time */
+        for (int i = lane; i < nkt; i += 32) {
+            const TileScalars ts = tile_scalars(sqq, sk_h[i], sv_h[i], r256);
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)i), "f"(ts.cs),
+                         "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
+                         : "memory");
+        }
+        if (lane == 0)
+            asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + PL::svm(nkt, b) + 4u * (uint32_t)wgi), "f"(svmax)
+                         : "memory");
+        release(base + PL::kTFull + 8u * b, lane); /* the warp's stores, then one arrival */
+    }
+}
+
+template <int St, bool kPre>
 __global__ void __launch_bounds__(kWg3Threads, 1)
     h3lab_wg3_persist_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                              const __grid_constant__ CUtensorMap tmV, const float *__restrict__ sq,
@@ -764,7 +829,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         return;
     }
     using L = SmemLayout3<St>;
-    using PL = PersistLayout<St>;
+    using PL = PersistLayout<St, kPre>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
     const Bars<St> bars{base + L::kOffBar};
@@ -775,7 +840,11 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         sm90::mbar_init(qfull1, 1);
         sm90::mbar_init(qempty, 4 * kWg3Consumers);
         sm90::mbar_init(qempty + 8, 4 * kWg3Consumers);
-        init_bars(bars, 4 * kWg3Consumers); /* its fence covers the three above */
+        if (kPre) {
+            sm90::mbar_init(base + PL::kTFull, kWg3Consumers);
+            sm90::mbar_init(base + PL::kTFull + 8, kWg3Consumers);
+        }
+        init_bars(bars, 4 * kWg3Consumers); /* its fence covers the ones above */
     }
     __syncthreads();
 
@@ -811,6 +880,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 atomicExch(sched, 0);
                 atomicExch(sched + 1, 0);
             }
+        } else if (kPre && threadIdx.x >= 32) {
+            persist_tables<St>(grid, sq, sk, sv, S_pad, nkt, base, qfull1, bars.qfull());
         }
     } else {
         sm90::setmaxnreg_inc<160>();
@@ -829,21 +900,33 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
             const int qrow0 = c.row0 + wgi * 64;
             const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G;
-            const float svmax = sv_max(sv_h, G, lane);
-            const float sqq = sq[(size_t)c.h * G + min(qrow0 / kBN, G - 1)];
+            float svmax = 0.f, sqq = 0.f;
+            if (kPre) { /* the producer's warp wgi + 1 wrote both */
+                sm90::mbar_wait(base + PL::kTFull + 8u * b, (uint32_t)(k >> 1) & 1u);
+                asm volatile("ld.shared.f32 %0, [%1];"
+                             : "=f"(svmax)
+                             : "r"(base + PL::svm(nkt, b) + 4u * (uint32_t)wgi)
+                             : "memory");
+            } else {
+                svmax = sv_max(sv_h, G, lane);
+                sqq = sq[(size_t)c.h * G + min(qrow0 / kBN, G - 1)];
+            }
             Wg3Rows r{sm90::desc_k128_sw128((b ? sQ1 : base) + (uint32_t)wgi * (kTile / 2)), base + L::kOffK,
-                      base + L::kOffTab + (uint32_t)(wgi * nkt) * 16u, sk_h, sv_h, sqq, 256.f / svmax, nkt,
-                      nkt - 1, S - (nkt - 1) * kBN};
+                      base + PL::tab(nkt, kPre ? b : 0) + (uint32_t)(wgi * nkt) * 16u, sk_h, sv_h, sqq,
+                      256.f / svmax, nkt, nkt - 1, S - (nkt - 1) * kBN};
             /* opaque to ptxas, so that it keeps them in registers rather than
              * recomputing them in every key tile */
             asm volatile("" : "+l"(r.dq), "+r"(r.sK), "+r"(r.tb), "+r"(r.ilast), "+r"(r.klast));
-            if (k > 0) sm90::named_bar_sync(1 + wgi, 128); /* every warp of the WG is past the last item's table */
-            write_table(r, tw, wgi);
+            if (!kPre) {
+                if (k > 0) sm90::named_bar_sync(1 + wgi, 128); /* every warp of the WG is past the last item's table */
+                write_table(r, tw, wgi);
+            }
             Consumer cs;
             start_o(cs);
             run_tiles<St, true, false>(cs, r, t, lane, k * nkt);
-            release(qempty + 8u * b, lane);
+            if (!kPre) release(qempty + 8u * b, lane);
             store_output<true>(cs, svmax, qrow0 + w * 16 + g, S, H, c.h, O, lse, vmu);
+            if (kPre) release(qempty + 8u * b, lane); /* its table and sv max read: buffer b may take item k + 2 */
         }
     }
 #else
@@ -918,7 +1001,9 @@ constexpr int kProduction = 157; /* the production launch */
 constexpr int kProdFinite = 158; /* the production kernel with kFinite, split grid */
 constexpr int kProdSplit = 159;  /* the production kernel on the split grid */
 constexpr int kPersist = 161;    /* v159 with persistent whole CTAs */
-bool split_variant(int variant) { return variant == kProdFinite || variant == kProdSplit || variant == kPersist; }
+constexpr int kPersistPre = 162; /* v161 with each item's table computed ahead */
+bool persist_variant(int variant) { return variant == kPersist || variant == kPersistPre; }
+bool split_variant(int variant) { return variant == kProdFinite || variant == kProdSplit || persist_variant(variant); }
 bool prod_variant(int variant) { return variant == kPlainGrid || variant == kProduction || split_variant(variant); }
 
 /* The current device's SM count (0 if it cannot be read). */
@@ -937,9 +1022,10 @@ h3_sm90_grid prod_grid(int variant, int S, int H)
     return h3_sm90_grid_plan(S, H, split ? device_sms() : 0, split);
 }
 
-/* v161's launch: min(full, SMs) persistent CTAs, then the split CTAs; its
- * counter (two ints, zero between launches) is the lab's own. */
-int persist_launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq,
+/* v161's and v162's launch (pre: v162): min(full, SMs) persistent CTAs,
+ * then the split CTAs; its counter (two ints, zero between launches) is the
+ * lab's own. */
+int persist_launch(bool pre, const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const float *sq,
                    const float *sk, const float *sv, const float *vmu, int S, int H, int S_pad,
                    const h3_sm90_grid &grid, int smem, uint16_t *O, float *lse, h3_stream stream)
 {
@@ -952,7 +1038,7 @@ int persist_launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorM
     const int sms = device_sms();
     if (sms < 1) return (int)cudaErrorInvalidDevice;
     const int P = grid.full < sms ? grid.full : sms;
-    auto fn = h3lab_wg3_persist_kernel<2>;
+    auto fn = pre ? h3lab_wg3_persist_kernel<2, true> : h3lab_wg3_persist_kernel<2, false>;
     if ((ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
         return (int)ce;
     fn<<<P + grid.split, kWg3Threads, (size_t)smem, (cudaStream_t)stream>>>(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad,
@@ -982,11 +1068,12 @@ int prod_kernel(int variant, const CUtensorMap &tq, const CUtensorMap &tk, const
         smem = split > smem ? split : smem;
     }
     const h3_sm90_grid grid = prod_grid(variant, S, H);
-    if (variant == kPersist) {
-        const long long whole = PersistLayout<2>::bytes((int)nkt);
+    if (persist_variant(variant)) {
+        const bool pre = variant == kPersistPre;
+        const long long whole = pre ? PersistLayout<2, true>::bytes((int)nkt) : PersistLayout<2, false>::bytes((int)nkt);
         if (whole > kSmemMax) return (int)cudaErrorInvalidValue;
-        return persist_launch(tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, (int)(whole > smem ? whole : smem), O,
-                              lse, stream);
+        return persist_launch(pre, tq, tk, tv, sq, sk, sv, vmu, S, H, S_pad, grid, (int)(whole > smem ? whole : smem),
+                              O, lse, stream);
     }
     cudaError_t ce = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return (int)ce;
@@ -1004,6 +1091,7 @@ extern "C" const char *h3lab_attn_sm90_name(int variant)
     if (variant == kProdFinite) return "v158 the production kernel, running max started at -FLT_MAX, split grid";
     if (variant == kProdSplit) return "v159 the production kernel on the split grid";
     if (variant == kPersist) return "v161 v159 with persistent whole CTAs (items from a counter)";
+    if (variant == kPersistPre) return "v162 v161 with each item's table and sv max computed by the producer's warps";
     const LabVariant *v = find(variant);
     return v ? v->name : nullptr;
 }

@@ -26,9 +26,9 @@ int h3lab_attn_sm90_selected(const uint8_t *q8, const uint8_t *k8, const uint8_t
                              const float *sk, const float *sv, const float *vmu, int S, int H, uint16_t *O,
                              float *lse, h3_stream stream);
 /* The grid variant runs on for S, H on the current device (attn/sm90_grid.h):
- * the production plan for v157, the split plan for v158, v159 and v161, the
- * plain grid (no split rows) for the others; for the emulation that checks it (cpu_ref.h
- * cpu_attn_split). 0, or cudaErrorInvalidValue (no such variant, S or H < 1). */
+ * the production plan for v157, the split plan for v158, v159, v161 and
+ * v162, the plain grid (no split rows) for the others; for the emulation that
+ * checks it (cpu_ref.h cpu_attn_split). 0, or cudaErrorInvalidValue (no such variant, S or H < 1). */
 int h3lab_attn_sm90_grid(int variant, int S, int H, h3_sm90_grid *grid);
 int h3lab_attn_sm90_selected_grid(int S, int H, h3_sm90_grid *grid); /* of h3lab_select's variant */
 const char *h3lab_attn_sm90_name(int variant); /* "vN ...", NULL if there is no such variant */
