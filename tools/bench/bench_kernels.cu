@@ -245,6 +245,24 @@ extern "C" int bench_v_mean(const uint16_t *v, int S, int H, float *mu, cudaStre
     return (int)cudaGetLastError();
 }
 
+/* Reads n floats (the L2's lines then hold none of the caller's data);
+ * writes only if the sum is NaN, so that the reads are not dropped. */
+__global__ void l2_evict_kernel(const float4 *x, size_t n4, float *sink)
+{
+    float acc = 0.f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = x[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc != acc) *sink = acc;
+}
+
+extern "C" int bench_l2_evict(const float *x, size_t n, float *sink, cudaStream_t st)
+{
+    l2_evict_kernel<<<1024, 256, 0, st>>>((const float4 *)x, n / 4, sink);
+    return (int)cudaGetLastError();
+}
+
 /* One thread that returns once the GPU's global timer has advanced ns. */
 __global__ void spin_kernel(uint64_t ns)
 {

@@ -33,6 +33,9 @@ int bench_ref_attn_f64(const uint16_t *q, const uint16_t *k, const uint16_t *v, 
 /* a one-thread kernel that keeps the stream busy for us microseconds: a
  * launch queued behind it starts without waiting for the host */
 int bench_spin(double us, cudaStream_t st);
+/* reads x [n] floats (n a multiple of 4, x 16-byte aligned) so that the L2
+ * holds none of what was there; sink [1] is written only if they sum to NaN */
+int bench_l2_evict(const float *x, size_t n, float *sink, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -94,7 +94,7 @@ def exact_rows(S):
     return [((2 * j + 1) * S) // (2 * R) for j in range(R)]
 
 
-LEAD = {"cycles": 0}  # --lead-us as torch.cuda._sleep cycles (calibrated in main)
+LEAD = {"cycles": 0, "flush": None}  # --lead-us: torch.cuda._sleep cycles (calibrated in main), 3x L2 of floats
 
 
 def lead_cycles(torch, us):
@@ -111,8 +111,9 @@ def lead_cycles(torch, us):
 
 def time_calls(torch, fn, nsets, warmup, reps, cuda=True):
     """fn(set_index) launches one call. Returns (median ms, min ms). With
-    --lead-us each timed call is queued behind a spin of that length, so that a
-    call of a few µs is timed without the host's share of it."""
+    --lead-us each timed call is queued behind a read of 3x the L2 and a spin of
+    that length, so that a call of a few µs is timed from a cold L2 and without
+    the host's share of it."""
     for w in range(warmup):
         fn(w % nsets)
     if not cuda:
@@ -126,6 +127,7 @@ def time_calls(torch, fn, nsets, warmup, reps, cuda=True):
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for r in range(reps):
         if LEAD["cycles"]:
+            LEAD["flush"].sum()
             torch.cuda._sleep(LEAD["cycles"])
         ev[r][0].record()
         fn((r + warmup) % nsets)
@@ -411,8 +413,8 @@ def main():
                     "e.g. .peers/flashinfer_min)")
     ap.add_argument("--no-exact", action="store_true", help="skip the FP64 exact reference (no err_vs_exact)")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--lead-us", type=int, default=0, help="queue each timed call behind a spin of this many µs "
-                    "(short calls: no host time in the figure)")
+    ap.add_argument("--lead-us", type=int, default=0, help="queue each timed call behind an L2 flush and a spin of "
+                    "this many µs (short calls: cold L2, no host time in the figure)")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a logic check at tiny sizes "
                     "(host timings; the GPU-only impls fail)")
     ap.add_argument("--json")
@@ -461,6 +463,7 @@ def main():
         l2, dev_name = 60 << 20, "cpu"
     if cuda and args.lead_us:
         LEAD["cycles"] = lead_cycles(torch, args.lead_us)
+        LEAD["flush"] = torch.ones(3 * l2 // 4, device=dev)
     info = {"tool": "peers_attention", "device": dev_name, "torch": torch.__version__,
             "cudnn_backend": torch.backends.cudnn.version() if cuda else None,
             "heads": (heads[0] if len(heads) == 1 else heads) if not files else None,

@@ -5,8 +5,9 @@
 #
 #   tools/bench/scaling.sh BUILD_DIR [SEQS=2048,4096,8192] [HEADS=1,6,12,28,56,112]
 #
-# Every S at every H, N(0,1) inputs, each timed launch queued behind a 300 µs
-# spin (--lead-us), so that launches of a few µs are timed without the host's
+# Every S at every H, N(0,1) inputs, each timed launch queued behind a read
+# of 3x the L2 and a 300 µs spin (--lead-us), so that launches of a few µs
+# are timed, as the large ones are, from a cold L2 and without the host's
 # share of them:
 #   bench_attn           ours, once per H (row h3_fp8_sm90_vs: the kernel
 #                        dit_block runs), and each lab variant of H3_VARIANTS
@@ -15,12 +16,13 @@
 #                        H3_FA3_PATH, a build of tools/bench/build_fa3.sh)
 # then scaling_fit.py prints the times, the peers' ratios and the fit, and
 # writes $OUT/scaling.json. At S = 4096 a 192-query CTA per SM makes H = 6 one
-# wave (128 CTAs on 132 SMs): its time is one CTA's, start to end.
+# wave (126 whole CTAs and 6 split ones on 132 SMs): its time is one CTA's,
+# start to end, and the launch's.
 # Env: H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_BENCH_REPS (20), OUT (./out).
 # Needs a GPU, PyTorch, and (for cudnn_fp8) the cuDNN frontend.
 set -uo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || [ $# -lt 1 ]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
   [ $# -lt 1 ] && exit 2 || exit 0
 fi
 BUILD=$1
