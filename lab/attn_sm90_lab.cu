@@ -753,8 +753,9 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
  * Buffer b is freed (qempty) after the consumer's stores, so that the
  * next item's table cannot overwrite what its epilogue still reads. A
  * consumer's work outside the key-tile loop drops from ~730 to ~435 SASS
- * instructions an item; the loop is 587 (v161: 583); the table warps, at
- * the producer's 32 registers, spill 8 bytes once an item, off that loop. */
+ * instructions an item; the loop is 585 (v161: 583). The table warps have
+ * the producer's 32 registers: their two loops run one step at a time, as
+ * unrolled they spill. */
 template <int St, bool kPre> struct PersistLayout {
     using L = SmemLayout3<St>;
     static constexpr uint32_t kBar = L::kOffBar + 8 * (1 + 4 * St); /* past the ring's barriers: */
@@ -795,7 +796,10 @@ static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, 
         if (item >= grid.full) break;
         const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
         const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G;
-        const float svmax = sv_max(sv_h, G, lane);
+        float svmax = 0.f; /* sv_max's value, its loop not unrolled (32 registers) */
+#pragma unroll 1
+        for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
+        for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
         const float sqq = sq[(size_t)c.h * G + min((c.row0 + wgi * 64) / kBN, G - 1)];
         const float r256 = 256.f / svmax;
         const uint32_t tb = base + PL::tab(nkt, b) + (uint32_t)(wgi * nkt) * 16u;
