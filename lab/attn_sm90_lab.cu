@@ -746,73 +746,102 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
  * scale maximum, its queries' scale, then the table's key scales), and
  * the three reach it within a tile or two of each other, so the SM's
  * tensor cores and exp unit wait with them. Here the producer
- * warpgroup's warps 1-3, idle in v161, each compute one consumer's table
- * and sv max for the item in Q buffer b, once its Q barrier says which
- * item that is, into table b (two tables, one per Q buffer) and
- * publish them on tfull[b]; the consumer only waits on that barrier.
- * Buffer b is freed (qempty) after the consumer's stores, so that the
- * next item's table cannot overwrite what its epilogue still reads. A
- * consumer's work outside the key-tile loop drops from ~730 to ~435 SASS
- * instructions an item; the loop is 585 (v161: 583). The table warps have
- * the producer's 32 registers: their two loops run one step at a time, as
- * unrolled they spill. */
+ * warpgroup's warps 1-3, idle in v161, make item k's table (all three
+ * consumers' entries, the key tiles dealt across the three warps) and
+ * its sv max into table k & 1, and publish them on tfull[k & 1]; the
+ * consumer only waits on that barrier. The producer thread hands item
+ * k + 1 to them through slot (k + 1) & 3 (nitem, ifull) as soon as it
+ * has fetched it, at item k's start, not when it reaches item k + 1's
+ * loads two key tiles before item k's end, so the tables are made a
+ * whole item ahead. The table warps write table b once its previous item
+ * is done (qempty[b], which consumers now arrive on after their stores);
+ * four slots keep the producer from reusing one before they read it (it
+ * fills slot (k + 4) & 3 after qempty for item k + 1, by when they are
+ * past item k + 1). A consumer's work outside the key-tile loop drops
+ * from ~730 to ~435 SASS instructions an item; the loop is 585 (v161:
+ * 583). The table warps have the producer's 32 registers: their loops
+ * run one step at a time, as unrolled they spill. Its layout (two tables)
+ * fits up to 1,213 key tiles (S_pad = 155,264; v161 188,416). */
 template <int St, bool kPre> struct PersistLayout {
     using L = SmemLayout3<St>;
     static constexpr uint32_t kBar = L::kOffBar + 8 * (1 + 4 * St); /* past the ring's barriers: */
     static constexpr uint32_t kQFull2 = kBar, kQEmpty = kBar + 8, kItem = kBar + 24; /* qempty[2], sitem[2] */
-    static constexpr uint32_t kTFull = kItem + 8;                                      /* kPre: tfull[2] */
+    static constexpr uint32_t kTFull = kItem + 8; /* kPre: tfull[2]; ifull[4], nitem[4] past the tables */
     static_assert(kTFull + (kPre ? 16 : 0) <= L::kOffBar + 128,
                   "the extra barriers fit the layout's 128 bytes of barriers");
     /* the second Q buffer, past the table of nkt key tiles */
     static __host__ __device__ uint32_t q2(int nkt) { return (L::kOffTab + 16u * kWg3Consumers * nkt + 1023u) & ~1023u; }
-    /* kPre: table b (table 0 is the layout's), then each buffer's three sv maxima */
+    /* kPre: table b (table 0 is the layout's), then each buffer's sv max,
+     * then the item slots' barriers ifull[4] and numbers nitem[4] */
     static __host__ __device__ uint32_t tab(int nkt, int b)
     {
         return b ? q2(nkt) + 3 * (kTile / 2) : (uint32_t)L::kOffTab;
     }
     static __host__ __device__ uint32_t svm(int nkt, int b) { return tab(nkt, 1) + 16u * kWg3Consumers * nkt + 16u * b; }
+    static __host__ __device__ uint32_t ifull(int nkt, int s) { return svm(nkt, 2) + 8u * s; }
+    static __host__ __device__ uint32_t nitem(int nkt, int s) { return ifull(nkt, 4) + 4u * s; }
     static __host__ __device__ int bytes(int nkt)
     {
-        return (int)(kPre ? svm(nkt, 2) : q2(nkt) + 3 * (kTile / 2)) + 1024;
+        return (int)(kPre ? nitem(nkt, 4) : q2(nkt) + 3 * (kTile / 2)) + 1024;
     }
 };
 
-/* kPre: producer warp w (1..3) of a persistent CTA fills consumer w - 1's
- * share of each item's table and its sv max, as wg3_cta's consumers do for
- * themselves (write_table, sv_max), then arrives on tfull[b]. */
+/* kPre, the producer thread: item k's number into slot k & 3, for the table
+ * warps (persist_tables). */
+template <int St> static __device__ __forceinline__ void publish_item(uint32_t base, int nkt, int k, int item)
+{
+    using PL = PersistLayout<St, true>;
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + PL::nitem(nkt, k & 3)), "r"(item) : "memory");
+    sm90::mbar_arrive(base + PL::ifull(nkt, k & 3));
+}
+
+/* kPre: producer warps 1..3 of a persistent CTA make each item's table,
+ * all three consumers' entries of the key tiles i = 32 (w - 1) + lane +
+ * 96 j, and its sv max, as wg3_cta's consumers do for themselves
+ * (write_table, sv_max), then each arrives on tfull[b]. */
 template <int St>
 static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, const float *__restrict__ sq,
                                                       const float *__restrict__ sk, const float *__restrict__ sv,
-                                                      int S_pad, int nkt, uint32_t base, uint32_t qfull1,
-                                                      uint32_t qfull0)
+                                                      int S_pad, int nkt, uint32_t base, uint32_t qempty)
 {
     using PL = PersistLayout<St, true>;
-    const int lane = (int)threadIdx.x % 32, wgi = (int)threadIdx.x / 32 - 1, G = S_pad / kBN;
+    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32 - 1, G = S_pad / kBN;
     for (int k = 0;; ++k) {
         const int b = k & 1;
-        sm90::mbar_wait(b ? qfull1 : qfull0, (uint32_t)(k >> 1) & 1u); /* the producer wrote the item */
+        sm90::mbar_wait(base + PL::ifull(nkt, k & 3), (uint32_t)(k >> 2) & 1u); /* the producer named item k */
         int item;
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(item) : "r"(base + PL::kItem + 4u * b) : "memory");
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(item) : "r"(base + PL::nitem(nkt, k & 3)) : "memory");
         if (item >= grid.full) break;
+        if (k >= 2) sm90::mbar_wait(qempty + 8u * b, (uint32_t)((k - 2) >> 1) & 1u); /* table b's item is done */
         const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
-        const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G;
-        float svmax = 0.f; /* sv_max's value, its loop not unrolled (32 registers) */
-#pragma unroll 1
+        const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G, *sq_h = sq + (size_t)c.h * G;
+        float svmax = 0.f; /* sv_max's value, two loads at a time (32 registers) */
+#pragma unroll 2
         for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
         for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
-        const float sqq = sq[(size_t)c.h * G + min((c.row0 + wgi * 64) / kBN, G - 1)];
+        /* the three consumers' query scales (rows past S_pad: any valid one) */
+        const float sq0 = sq_h[min(c.row0 / kBN, G - 1)], sq1 = sq_h[min((c.row0 + 64) / kBN, G - 1)],
+                    sq2 = sq_h[min((c.row0 + 128) / kBN, G - 1)];
         const float r256 = 256.f / svmax;
-        const uint32_t tb = base + PL::tab(nkt, b) + (uint32_t)(wgi * nkt) * 16u;
-#pragma unroll 1 /* 32 registers here: one entry at a time */
-        for (int i = lane; i < nkt; i += 32) {
-            const TileScalars ts = tile_scalars(sqq, sk_h[i], sv_h[i], r256);
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)i), "f"(ts.cs),
-                         "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
+        const uint32_t tb = base + PL::tab(nkt, b);
+#pragma unroll 1 /* 32 registers here: one key tile at a time */
+        for (int i = 32 * warp + lane; i < nkt; i += 96) {
+            const float skn = sk_h[i], svn = sv_h[i];
+            const TileScalars t0 = tile_scalars(sq0, skn, svn, r256);
+            const float cs1 = tile_scalars(sq1, skn, svn, r256).cs, cs2 = tile_scalars(sq2, skn, svn, r256).cs;
+            const uint32_t e = tb + 16u * (uint32_t)i, row = 16u * (uint32_t)nkt; /* consumer j's entry: e + j row */
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e), "f"(t0.cs), "f"(t0.lmult),
+                         "f"(t0.imult), "f"(0.f)
+                         : "memory");
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e + row), "f"(cs1), "f"(t0.lmult),
+                         "f"(t0.imult), "f"(0.f)
+                         : "memory");
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e + 2u * row), "f"(cs2), "f"(t0.lmult),
+                         "f"(t0.imult), "f"(0.f)
                          : "memory");
         }
-        if (lane == 0)
-            asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + PL::svm(nkt, b) + 4u * (uint32_t)wgi), "f"(svmax)
-                         : "memory");
+        if (warp == 0 && lane == 0)
+            asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + PL::svm(nkt, b)), "f"(svmax) : "memory");
         release(base + PL::kTFull + 8u * b, lane); /* the warp's stores, then one arrival */
     }
 }
@@ -847,6 +876,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         if (kPre) {
             sm90::mbar_init(base + PL::kTFull, kWg3Consumers);
             sm90::mbar_init(base + PL::kTFull + 8, kWg3Consumers);
+            for (int j = 0; j < 4; ++j) sm90::mbar_init(base + PL::ifull(nkt, j), 1);
         }
         init_bars(bars, 4 * kWg3Consumers); /* its fence covers the ones above */
     }
@@ -860,6 +890,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             sm90::prefetch_tmap(&tmK);
             sm90::prefetch_tmap(&tmV);
             int item = (int)blockIdx.x, u = 0;
+            if (kPre) publish_item<St>(base, nkt, 0, item);
             for (int k = 0;; ++k) {
                 const int b = k & 1;
                 const uint32_t qfull = b ? qfull1 : bars.qfull(), sQ = b ? sQ1 : base;
@@ -875,6 +906,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 for (int j = 0; j < 3; ++j)
                     sm90::tma_load_2d(sQ + (uint32_t)(j * 64 * kD), &tmQ, qfull, 0, row0 + c.row0 + 64 * j);
                 const int next = P + atomicAdd(sched, 1); /* used after this item's loads */
+                if (kPre) publish_item<St>(base, nkt, k + 1, next); /* its table is made under this item */
                 for (int n = 0; n < nkt; ++n, ++u)
                     load_kv<St>(bars, base + L::kOffK, base + L::kOffV, &tmK, &tmV, row0, c.h, n, u);
                 item = next;
@@ -885,7 +917,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 atomicExch(sched + 1, 0);
             }
         } else if (kPre && threadIdx.x >= 32) {
-            persist_tables<St>(grid, sq, sk, sv, S_pad, nkt, base, qfull1, bars.qfull());
+            persist_tables<St>(grid, sq, sk, sv, S_pad, nkt, base, qempty);
         }
     } else {
         sm90::setmaxnreg_inc<160>();
@@ -904,13 +936,10 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
             const int qrow0 = c.row0 + wgi * 64;
             const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G;
-            float svmax = 0.f, sqq = 0.f;
-            if (kPre) { /* the producer's warp wgi + 1 wrote both */
+            float svmax = 0.f, sqq = 0.f; /* kPre: sqq and the key scales unread (the table has them) */
+            if (kPre) { /* the producer's warps 1-3 wrote the table and the sv max */
                 sm90::mbar_wait(base + PL::kTFull + 8u * b, (uint32_t)(k >> 1) & 1u);
-                asm volatile("ld.shared.f32 %0, [%1];"
-                             : "=f"(svmax)
-                             : "r"(base + PL::svm(nkt, b) + 4u * (uint32_t)wgi)
-                             : "memory");
+                asm volatile("ld.shared.f32 %0, [%1];" : "=f"(svmax) : "r"(base + PL::svm(nkt, b)) : "memory");
             } else {
                 svmax = sv_max(sv_h, G, lane);
                 sqq = sq[(size_t)c.h * G + min(qrow0 / kBN, G - 1)];
@@ -1018,8 +1047,8 @@ int device_sms()
     return sms;
 }
 
-/* The grid prod_kernel runs variant on: v158, v159 and v161 the split plan on
- * this device's SMs, every other variant the plain grid. */
+/* The grid prod_kernel runs variant on: v158, v159, v161 and v162 the split
+ * plan on this device's SMs, every other variant the plain grid. */
 h3_sm90_grid prod_grid(int variant, int S, int H)
 {
     const bool split = split_variant(variant);

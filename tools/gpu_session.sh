@@ -15,8 +15,9 @@
 # model-like q/k/v at each S of H3_AB_SEQS, default 30272, for the lab variants in H3_AB_VARIANTS).
 # H3_LAB=1 configures the build with the lab (-DH3_LAB=ON), H3_SPLIT_GRID=0
 # without the Hopper kernel's split CTAs in the launch (-DH3_SM90_SPLIT_GRID=OFF); variants
-# (test_gpu_attention's cases on each lab variant of H3_TEST_VARIANTS; one whose
-# run times out is left out of the sweeps and ab steps after it); sweeps
+# (test_gpu_attention's cases, then --case 4096 56 4, on each lab variant of
+# H3_TEST_VARIANTS; one whose run times out is left out of the sweeps, ab and
+# scaling steps after it); sweeps
 # (its shape sweep on each lab variant of H3_SWEEP_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
 # and each lab variant of H3_CASE_VARIANTS); blocks (dit_block with stage
@@ -161,7 +162,11 @@ for s in $steps; do
     done ;;
   variants)
     log "test_gpu_attention on lab variants"
-    for v in ${H3_TEST_VARIANTS:-}; do lab_test "$v" "$OUT/test_v$v.log"; done ;;
+    for v in ${H3_TEST_VARIANTS:-}; do
+      lab_test "$v" "$OUT/test_v$v.log"
+      # and S = 4096 at H = 56 on the model-like data: a persistent variant's CTAs take ~9 items each
+      is_hung "$v" || lab_test "$v" "$OUT/test_v${v}_4096.log" --case 4096 56 4
+    done ;;
   sweeps)
     log "test_gpu_attention --sweep on lab variants"
     for v in ${H3_SWEEP_VARIANTS:-}; do
