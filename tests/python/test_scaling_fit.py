@@ -96,7 +96,9 @@ if rc == 0:
     line = next((ln for ln in out.splitlines() if ln.split()[:2] == [str(S), str(H)]), "")
     check(f"({t_p / t_o:5.3f})" in line, f"(a) the table's ratio at S = {S}, H = {H} is {t_p / t_o:.3f}: {line.strip()}")
     row = next((ln.split() for ln in out.splitlines() if ln.startswith("ours ")), [])
-    check(len(row) > 8 and row[8] == "1000.0", f"(a) c printed as the pairs' TFLOPS, 1000.0 for ours: {' '.join(row)}")
+    check(len(row) > 9 and row[9] == "1000.0", f"(a) c printed as the pairs' TFLOPS, 1000.0 for ours: {' '.join(row)}")
+    per_cta = OURS[1] * 192 * 132 * 1e3
+    check(len(row) > 8 and row[8] == f"{per_cta:.2f}", f"(a) b printed per 192-row CTA on 132 SMs, {per_cta:.2f} µs")
 
 # (d) bad input
 rc, out, err = run(os.path.join(work, "missing.json"))

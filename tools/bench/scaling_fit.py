@@ -14,7 +14,9 @@ with each point weighted by 1/t (relative residuals). a is what a launch
 costs whatever its size (the launch itself, the first wave's start, the last
 one's end), b what each query row costs once (a CTA's start and end, its Q
 load and O store, spread over its rows), c what each (query, key) pair
-costs, printed as the TFLOPS of the pairs alone (4·128 flops a pair). Only
+costs, printed as the TFLOPS of the pairs alone (4·128 flops a pair); b is
+also printed per 192-row CTA on 132 SMs (b·192·132: what each CTA of ours
+costs beyond its pairs, if that is where it comes from). Only
 launches with at least --min-rows query rows (H·S; default four waves of
 192-row CTAs on 132 SMs) enter the fit, where partial waves weigh little;
 the smaller ones are printed for what they show directly (one CTA per SM, a
@@ -141,7 +143,8 @@ def main():
                 cells.append(f"{t:>18.4f}")
         print(f"{S:>6} {H:>4} " + " ".join(cells))
     print(f"\nfit t = a + b·H·S + c·H·S² over launches with H·S >= {args.min_rows} (weights 1/t; ± one standard error)")
-    print(f"{'impl':<16} {'points':>6} {'a µs':>14} {'b ns/row':>16} {'c as TFLOPS':>12} {'max resid':>10}")
+    print(f"{'impl':<16} {'points':>6} {'a µs':>14} {'b ns/row':>16} {'µs/CTA':>7} {'c as TFLOPS':>12} "
+          f"{'max resid':>10}")
     fits = {}
     for i in impls:
         pts = [(S, H, t) for (S, H), t in data[i].items() if H * S >= args.min_rows]
@@ -152,7 +155,8 @@ def main():
             continue
         tflops = 4 * D / (f["c"] * 1e9) if f["c"] > 0 else float("nan")
         print(f"{i:<16} {f['points']:>6} {1e3 * f['a']:>7.1f} ± {1e3 * f['se'][0]:<5.1f}"
-              f"{1e6 * f['b']:>9.4f} ± {1e6 * f['se'][1]:<6.4f} {tflops:>12.1f} {100 * f['max_rel']:>9.2f}%")
+              f"{1e6 * f['b']:>9.4f} ± {1e6 * f['se'][1]:<6.4f} {1e3 * f['b'] * 192 * 132:>7.2f} {tflops:>12.1f} "
+              f"{100 * f['max_rel']:>9.2f}%")
     if args.json:
         doc = {"tool": "scaling_fit", "min_rows": args.min_rows, "files": args.files,
                "times_ms": {i: [{"S": S, "H": H, "median_ms": t} for (S, H), t in sorted(data[i].items())]
