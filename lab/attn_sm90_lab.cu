@@ -746,22 +746,25 @@ __global__ void __launch_bounds__(256) h3lab_key_norms(const uint8_t *__restrict
  * scale maximum, its queries' scale, then the table's key scales), and
  * the three reach it within a tile or two of each other, so the SM's
  * tensor cores and exp unit wait with them. Here the producer
- * warpgroup's warps 1-3, idle in v161, make item k's table (all three
- * consumers' entries, the key tiles dealt across the three warps) and
- * its sv max into table k & 1, and publish them on tfull[k & 1]; the
- * consumer only waits on that barrier. The producer thread hands item
- * k + 1 to them through slot (k + 1) & 3 (nitem, ifull) as soon as it
- * has fetched it, at item k's start, not when it reaches item k + 1's
- * loads two key tiles before item k's end, so the tables are made a
- * whole item ahead. The table warps write table b once its previous item
- * is done (qempty[b], which consumers now arrive on after their stores);
- * four slots keep the producer from reusing one before they read it (it
- * fills slot (k + 4) & 3 after qempty for item k + 1, by when they are
- * past item k + 1). A consumer's work outside the key-tile loop drops
+ * warpgroup's warps 1-3, idle in v161, make item k's table (the key
+ * tiles dealt among them, one load of a tile's scales for its three
+ * consumers' entries, the next tile's loading while one is stored) and
+ * its sv max into table k & 1, and publish them on tfull[k & 1]; a
+ * consumer only waits on that barrier. The producer thread names item
+ * k + 1 to them (slot (k + 1) & 3: nitem and ifull) right after item
+ * k's first K/V load, not two key tiles before item k's end, where its
+ * loop reaches item k + 1, so each table is made a whole item ahead;
+ * they write table b once its previous item is done (qempty[b]). Four
+ * slots keep the producer from refilling one before they read it: it
+ * fills slot (k + 4) & 3 after qempty for item k + 1, when they are
+ * past item k + 1. A consumer's work outside the key-tile loop drops
  * from ~730 to ~435 SASS instructions an item; the loop is 585 (v161:
- * 583). The table warps have the producer's 32 registers: their loops
- * run one step at a time, as unrolled they spill. Its layout (two tables)
- * fits up to 1,213 key tiles (S_pad = 155,264; v161 188,416). */
+ * 583). The table warps have the producer's 32 registers, so their
+ * loops are kept rolled (unrolled, they spill), and the producer thread
+ * names the next item after the first K/V load, outside that loop (in
+ * it, the slots' addresses spill).
+ * The layout (two tables) fits up to 1,213 key tiles (S_pad = 155,264;
+ * v161 188,416). */
 template <int St, bool kPre> struct PersistLayout {
     using L = SmemLayout3<St>;
     static constexpr uint32_t kBar = L::kOffBar + 8 * (1 + 4 * St); /* past the ring's barriers: */
@@ -785,6 +788,9 @@ template <int St, bool kPre> struct PersistLayout {
         return (int)(kPre ? nitem(nkt, 4) : q2(nkt) + 3 * (kTile / 2)) + 1024;
     }
 };
+
+/* kPre: the producer warpgroup's warps 1..3 make the tables (tfull counts them) */
+constexpr int kTableWarps = 3;
 
 /* kPre, the producer thread: item k's number into slot k & 3, for the table
  * warps (persist_tables). */
@@ -812,11 +818,12 @@ static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, 
         int item;
         asm volatile("ld.shared.u32 %0, [%1];" : "=r"(item) : "r"(base + PL::nitem(nkt, k & 3)) : "memory");
         if (item >= grid.full) break;
-        if (k >= 2) sm90::mbar_wait(qempty + 8u * b, (uint32_t)((k - 2) >> 1) & 1u); /* table b's item is done */
         const h3_sm90_cta c = h3_sm90_grid_cta(&grid, item);
         const float *sk_h = sk + (size_t)c.h * G, *sv_h = sv + (size_t)c.h * G, *sq_h = sq + (size_t)c.h * G;
-        float svmax = 0.f; /* sv_max's value, two loads at a time (32 registers) */
-#pragma unroll 2
+        /* sv_max's value, its loop kept rolled (32 registers): G / 32 dependent
+         * loads, made a whole item ahead but for a CTA's first item */
+        float svmax = 0.f;
+#pragma unroll 1
         for (int i = lane; i < G; i += 32) svmax = fmaxf(svmax, sv_h[i]);
         for (int off = 16; off > 0; off >>= 1) svmax = fmaxf(svmax, __shfl_xor_sync(0xffffffffu, svmax, off));
         /* the three consumers' query scales (rows past S_pad: any valid one) */
@@ -824,9 +831,14 @@ static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, 
                     sq2 = sq_h[min((c.row0 + 128) / kBN, G - 1)];
         const float r256 = 256.f / svmax;
         const uint32_t tb = base + PL::tab(nkt, b);
-#pragma unroll 1 /* 32 registers here: one key tile at a time */
-        for (int i = 32 * warp + lane; i < nkt; i += 96) {
-            const float skn = sk_h[i], svn = sv_h[i];
+        int i = 32 * warp + lane; /* this lane's first key tile */
+        float skn = 0.f, svn = 0.f;
+        if (i < nkt) skn = sk_h[i], svn = sv_h[i];
+        if (k >= 2) sm90::mbar_wait(qempty + 8u * b, (uint32_t)((k - 2) >> 1) & 1u); /* table b's item is done */
+#pragma unroll 1 /* 32 registers here: one key tile at a time, the next one's scales loading */
+        for (; i < nkt; i += 32 * kTableWarps) {
+            float skx = 0.f, svx = 0.f;
+            if (i + 32 * kTableWarps < nkt) skx = sk_h[i + 32 * kTableWarps], svx = sv_h[i + 32 * kTableWarps];
             const TileScalars t0 = tile_scalars(sq0, skn, svn, r256);
             const float cs1 = tile_scalars(sq1, skn, svn, r256).cs, cs2 = tile_scalars(sq2, skn, svn, r256).cs;
             const uint32_t e = tb + 16u * (uint32_t)i, row = 16u * (uint32_t)nkt; /* consumer j's entry: e + j row */
@@ -839,8 +851,9 @@ static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, 
             asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e + 2u * row), "f"(cs2), "f"(t0.lmult),
                          "f"(t0.imult), "f"(0.f)
                          : "memory");
+            skn = skx, svn = svx;
         }
-        if (warp == 0 && lane == 0)
+        if (warp == 0 && lane == 0) /* after the qempty wait, as the table's stores */
             asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + PL::svm(nkt, b)), "f"(svmax) : "memory");
         release(base + PL::kTFull + 8u * b, lane); /* the warp's stores, then one arrival */
     }
@@ -874,8 +887,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         sm90::mbar_init(qempty, 4 * kWg3Consumers);
         sm90::mbar_init(qempty + 8, 4 * kWg3Consumers);
         if (kPre) {
-            sm90::mbar_init(base + PL::kTFull, kWg3Consumers);
-            sm90::mbar_init(base + PL::kTFull + 8, kWg3Consumers);
+            sm90::mbar_init(base + PL::kTFull, kTableWarps);
+            sm90::mbar_init(base + PL::kTFull + 8, kTableWarps);
             for (int j = 0; j < 4; ++j) sm90::mbar_init(base + PL::ifull(nkt, j), 1);
         }
         init_bars(bars, 4 * kWg3Consumers); /* its fence covers the ones above */
@@ -905,9 +918,13 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
                 sm90::mbar_arrive_expect_tx(qfull, 3u * 64u * kD);
                 for (int j = 0; j < 3; ++j)
                     sm90::tma_load_2d(sQ + (uint32_t)(j * 64 * kD), &tmQ, qfull, 0, row0 + c.row0 + 64 * j);
-                const int next = P + atomicAdd(sched, 1); /* used after this item's loads */
-                if (kPre) publish_item<St>(base, nkt, k + 1, next); /* its table is made under this item */
-                for (int n = 0; n < nkt; ++n, ++u)
+                const int next = P + atomicAdd(sched, 1); /* read after this item's first K/V load */
+                int n = 0;
+                if (kPre) { /* item k + 1's table: made under this item */
+                    load_kv<St>(bars, base + L::kOffK, base + L::kOffV, &tmK, &tmV, row0, c.h, n++, u++);
+                    publish_item<St>(base, nkt, k + 1, next);
+                }
+                for (; n < nkt; ++n, ++u)
                     load_kv<St>(bars, base + L::kOffK, base + L::kOffV, &tmK, &tmV, row0, c.h, n, u);
                 item = next;
             }
@@ -957,9 +974,8 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
             Consumer cs;
             start_o(cs);
             run_tiles<St, true, false>(cs, r, t, lane, k * nkt);
-            if (!kPre) release(qempty + 8u * b, lane);
+            release(qempty + 8u * b, lane); /* Q, table and sv max read (the sv max is in a register) */
             store_output<true>(cs, svmax, qrow0 + w * 16 + g, S, H, c.h, O, lse, vmu);
-            if (kPre) release(qempty + 8u * b, lane); /* its table and sv max read: buffer b may take item k + 2 */
         }
     }
 #else
