@@ -12,13 +12,15 @@
 #   bench_attn           ours, once per H (row h3_fp8_sm90_vs: the kernel
 #                        dit_block runs), and each lab variant of H3_VARIANTS
 #                        in a build with the lab (-DH3_LAB=ON)
-#   peers_attention.py   H3_PEERS (default cudnn_fp8, and fa3_fp8 with
-#                        H3_FA3_PATH, a build of tools/bench/build_fa3.sh)
+#   peers_attention.py   H3_PEERS (default cudnn_fp8, fa3_fp8 with
+#                        H3_FA3_PATH, a build of tools/bench/build_fa3.sh,
+#                        and flashinfer_fp8 with H3_FLASHINFER_PATH)
 # then scaling_fit.py prints the times, the peers' ratios and the fit, and
 # writes $OUT/scaling.json. At S = 4096 a 192-query CTA per SM makes H = 6 one
 # wave (126 whole CTAs and 6 split ones on 132 SMs): its time is one CTA's,
 # start to end, and the launch's.
-# Env: H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_BENCH_REPS (20), OUT (./out).
+# Env: H3_VARIANTS, H3_PEERS, H3_FA3_PATH, H3_FLASHINFER_PATH, H3_BENCH_REPS (20),
+# OUT (./out).
 # Needs a GPU, PyTorch, and (for cudnn_fp8) the cuDNN frontend.
 set -uo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || [ $# -lt 1 ]; then
@@ -32,7 +34,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-$PWD/out}
 REPS=${H3_BENCH_REPS:-20}
 LEAD=300
-PEERS=${H3_PEERS:-cudnn_fp8${H3_FA3_PATH:+,fa3_fp8}}
+PEERS=${H3_PEERS:-cudnn_fp8${H3_FA3_PATH:+,fa3_fp8}${H3_FLASHINFER_PATH:+,flashinfer_fp8}}
 [ -x "$BUILD/tools/bench/bench_attn" ] || { echo "scaling.sh: $BUILD/tools/bench/bench_attn is missing (build first)"; exit 2; }
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "scaling.sh: no GPU (nvidia-smi -L failed)"; exit 77; fi
 mkdir -p "$OUT/scaling"
@@ -52,7 +54,8 @@ for H in ${HEADS//,/ }; do
 done
 echo "== peers: $PEERS"
 timeout 400 python3 "$HERE/peers_attention.py" --seqs "$SEQS" --heads "$HEADS" --impls "$PEERS" --reps "$REPS" \
-  --no-exact --lead-us $LEAD ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} --json "$OUT/scaling/peers.json"
+  --no-exact --lead-us $LEAD ${H3_FA3_PATH:+--fa3-path "$H3_FA3_PATH"} \
+  ${H3_FLASHINFER_PATH:+--flashinfer-path "$H3_FLASHINFER_PATH"} --json "$OUT/scaling/peers.json"
 [ -s "$OUT/scaling/peers.json" ] && files+=("$OUT/scaling/peers.json")
 [ ${#files[@]} -gt 0 ] || { echo "scaling.sh: nothing was measured"; exit 1; }
 python3 "$HERE/scaling_fit.py" "${files[@]}" --json "$OUT/scaling.json"
