@@ -7,7 +7,8 @@
 # Logs and JSON go to $OUT (or ./out); tools/gpu_call.sh wraps a device call
 # around it (logs packed as they grow). Usage: tools/gpu_session.sh [steps...]
 # with steps from: build tests block bench sass ncu (the attention kernels at
-# S = H3_NCU_SEQ, default 30272) sanitize (default: all),
+# S = H3_NCU_SEQ, default 30272, and the lab variants of H3_NCU_VARIANTS)
+# sanitize (default: all),
 # and on request: fa3 (FlashAttention-3 built from .peers/fa3, a checkout or
 # its .tar.gz, into /tmp/fa3, in the background; the steps after it go on), profiles
 # (tools/bench/profiles.sh: both data profiles, ours and the peers; waits for
@@ -135,10 +136,17 @@ for s in $steps; do
         --section Occupancy --section LaunchStats --section WarpStateStats \
         "$BUILD/tools/bench/bench_attn" --seqs "$ncu_seq" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >"$OUT/ncu.log" 2>&1
       summary+=("ncu: rc=$?")
-      timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 \
-        --metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.max \
+      ncu_metrics=sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.max
+      timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 --metrics "$ncu_metrics" \
         "$BUILD/tools/bench/bench_attn" --seqs "$ncu_seq" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
       grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration|Waves|cycles_active|cycles_elapsed" "$OUT/ncu.log" | head -90
+      for v in ${H3_NCU_VARIANTS:-}; do # lab variants (H3_LAB=1 builds): the same metrics, one launch
+        is_hung "$v" && continue
+        timeout 100 ncu --clock-control none --kernel-name regex:h3lab --launch-count 1 --metrics "$ncu_metrics" \
+          "$BUILD/tools/bench/bench_attn" --variant "$v" --seqs "$ncu_seq" --no-selfcheck --warmup 0 --reps 1 \
+          >"$OUT/ncu_v$v.log" 2>&1
+        summary+=("ncu v$v: rc=$?"); grep -E "h3lab|cycles_active|cycles_elapsed|pct" "$OUT/ncu_v$v.log" | head -12
+      done
     fi ;;
   fa3)
     log "fa3 build (background)"
