@@ -1,7 +1,6 @@
 # Safetensors loader/writer tests (label "cpu") and the interop tests against
 # code we did not write: the official safetensors package and ml_dtypes; also
-# tools/bench/compare_outputs.py's figures against numpy, and
-# tools/bench/scaling_fit.py's on times made from known parts.
+# tools/bench/compare_outputs.py's figures against numpy.
 h3_test(test_safetensors SOURCES test_safetensors.c LIBS h3core ARGS ${CMAKE_CURRENT_SOURCE_DIR}/data LABELS cpu)
 
 # Helpers the Python tests drive (built with the tests, not tests themselves).
@@ -50,12 +49,4 @@ if(TARGET dit_block AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_files.sh)
   add_test(NAME test_cli_bad_files COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_bad_files.sh $<TARGET_FILE:dit_block>
            ${CMAKE_CURRENT_SOURCE_DIR}/data)
   set_tests_properties(test_cli_bad_files PROPERTIES SKIP_RETURN_CODE 77 LABELS cpu)
-endif()
-
-# tools/bench/scaling_fit.py (the fit behind docs/perf.md's fixed-cost
-# figures) on times made from known parts: standard library only.
-if(H3_STDLIB_PY)
-  add_test(NAME test_scaling_fit COMMAND ${H3_STDLIB_PY} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_scaling_fit.py
-           ${PROJECT_SOURCE_DIR}/tools/bench/scaling_fit.py ${CMAKE_CURRENT_BINARY_DIR}/scaling_fit_work)
-  set_tests_properties(test_scaling_fit PROPERTIES LABELS "cpu")
 endif()

@@ -14,19 +14,23 @@
 #                          PYTHON must be a python whose torch is the machine's
 #                          (2.11.0+cu130)
 #   .peers/flashinfer_min  with --flashinfer: tools/bench/build_flashinfer.sh
-#                          (~10 minutes on 2 cores; the same PYTHON rule)
+#                          (the same PYTHON rule)
 #
 # A folder already there is kept (remove it to make it again). Ends with the
 # sizes and the carry list for the device call (at most 64 MiB in all).
 # Env: PYTHON (python3), H3_CUDNN_FE (1.32.0), H3_DIFFUSERS (0.42.1),
-# H3_HF_HUB (1.33.0): the versions the calls so far carried.
+# H3_HF_HUB (1.33.0): versions that the GPU machine's Python 3.12 and
+# torch 2.11 take.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 fa3_src= flashinfer=0
 while [ $# -gt 0 ]; do
   case $1 in
   --fa3) [ $# -ge 2 ] || { echo "carry.sh: --fa3 needs SRC (see --help)" >&2; exit 2; }; fa3_src=$2; shift 2 ;;
-  --fa3=*) fa3_src=${1#--fa3=}; shift ;;
+  --fa3=*)
+    fa3_src=${1#--fa3=}
+    [ -n "$fa3_src" ] || { echo "carry.sh: --fa3= needs SRC (see --help)" >&2; exit 2; }
+    shift ;;
   --flashinfer) flashinfer=1; shift ;;
   -h | --help) usage; exit 0 ;;
   *) echo "carry.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -34,7 +38,7 @@ while [ $# -gt 0 ]; do
 done
 [ -z "$fa3_src" ] || [ -e "$fa3_src" ] || { echo "carry.sh: --fa3 $fa3_src: no such file or folder" >&2; exit 2; }
 [ -z "$fa3_src" ] || fa3_src=$(realpath "$fa3_src") # the paths given are the caller's
-[ -z "${PYTHON:-}" ] || [[ $PYTHON != */* ]] || PYTHON=$(realpath "$PYTHON")
+[ -z "${PYTHON:-}" ] || [[ $PYTHON != */* ]] || PYTHON=$(realpath -s "$PYTHON") # -s: a venv's python stays its own
 export PYTHON
 cd "$(dirname "$0")/.."
 carry=(.debs .whl)
@@ -73,7 +77,7 @@ if [ -n "$fa3_src" ]; then
   if [ -f .peers/fa3min/flash_attn_interface.py ]; then
     echo "carry: .peers/fa3min kept ($(grep -o '"torch": *"[^"]*"' .peers/fa3min/fa3_build.json 2>/dev/null || echo 'torch unknown'))"
   else
-    echo "carry: .peers/fa3min (tools/bench/build_fa3.sh $fa3_src; ~10 minutes on 2 cores)"
+    echo "carry: .peers/fa3min (tools/bench/build_fa3.sh $fa3_src: a compile of minutes)"
     bash tools/bench/build_fa3.sh "$fa3_src" /tmp/fa3_carry
     mkdir -p .peers && rm -rf .peers/fa3min.tmp && cp -r /tmp/fa3_carry .peers/fa3min.tmp
     # the import needs none of the sources, the build's shims (links into this
@@ -84,10 +88,10 @@ if [ -n "$fa3_src" ]; then
 fi
 if [ "$flashinfer" = 1 ]; then
   carry+=(.peers/flashinfer_min)
-  if [ -d .peers/flashinfer_min/flashinfer ]; then
+  if [ -f .peers/flashinfer_min/flashinfer_build.json ]; then # written last, after its check
     echo "carry: .peers/flashinfer_min kept"
   else
-    echo "carry: .peers/flashinfer_min (tools/bench/build_flashinfer.sh; ~10 minutes)"
+    echo "carry: .peers/flashinfer_min (tools/bench/build_flashinfer.sh: a compile of minutes)"
     bash tools/bench/build_flashinfer.sh .peers/flashinfer_min
   fi
 fi

@@ -17,8 +17,8 @@
 # H3_LAB=1 configures the build with the lab (-DH3_LAB=ON), H3_SPLIT_GRID=0
 # without the Hopper kernel's split CTAs in the launch (-DH3_SM90_SPLIT_GRID=OFF); variants
 # (test_gpu_attention's cases, then --case 4096 56 4, on each lab variant of
-# H3_TEST_VARIANTS; one whose run times out is left out of the sweeps, ab and
-# scaling steps after it); sweeps
+# H3_TEST_VARIANTS; one whose run times out is left out of the steps after it,
+# one whose run fails out of the ab, scaling and ncu steps); sweeps
 # (its shape sweep on each lab variant of H3_SWEEP_VARIANTS); cases
 # (test_gpu_attention's model-like cases at S = 30272, the default kernels
 # and each lab variant of H3_CASE_VARIANTS); blocks (dit_block with stage
@@ -39,8 +39,9 @@
 # its two halves; H3_FA3_PATH, a build_fa3.sh output, adds fa3_* impls);
 # scaling (tools/bench/scaling.sh: attention at every S of H3_SCALING_SEQS,
 # default 2048,4096,8192, and H of H3_SCALING_HEADS, default 1,6,12,28,56,112,
-# ours, the lab variants of H3_SCALING_VARIANTS, cuDNN FP8 and FA3 FP8, and
-# the fit into fixed, per-row and per-pair costs).
+# ours, the lab variants of H3_SCALING_VARIANTS, cuDNN FP8, FA3 FP8 and, with
+# .peers/flashinfer_min, FlashInfer FP8, and the fit into fixed, per-row and
+# per-pair costs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -51,11 +52,13 @@ steps=${steps//pybench/pyattn pyblock}
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 summary=()
 hung= # lab variants whose test_gpu_attention run timed out: later steps leave them out
+failed= # and those whose run failed: the timing steps (ab, scaling, ncu) leave them out too
 is_hung() { [[ " $hung " == *" $1 "* ]]; }
+is_bad() { is_hung "$1" || [[ " $failed " == *" $1 "* ]]; }
 lab_test() { # V LOG [ARGS...]: test_gpu_attention ARGS on lab variant V into LOG; a timeout marks V hung
   local v=$1 lg=$2 rc; shift 2
   timeout 300 "$BUILD/tests/test_gpu_attention" "$@" --variant "$v" >"$lg" 2>&1
-  rc=$?; [ $rc = 124 ] && hung+=" $v"
+  rc=$?; [ $rc = 124 ] && hung+=" $v"; [ $rc != 0 ] && [ $rc != 124 ] && failed+=" $v"
   summary+=("test_gpu_attention${*:+ $*} --variant $v: rc=$rc $(grep -E 'passed|failed' "$lg" | tail -1)")
   grep -E "FAIL" "$lg" | head -5
 }
@@ -89,7 +92,7 @@ fi
 # .peers/fa3min serves the profiles and pyattn steps without the fa3 step
 [ -z "${H3_FA3_PATH:-}" ] && [ -f .peers/fa3min/flash_attn_interface.py ] && export H3_FA3_PATH=$PWD/.peers/fa3min
 # and a prebuilt FlashInfer (build_flashinfer.sh's output, ~25 MB) as .peers/flashinfer_min
-[ -z "${H3_FLASHINFER_PATH:-}" ] && [ -d .peers/flashinfer_min/flashinfer ] && export H3_FLASHINFER_PATH=$PWD/.peers/flashinfer_min
+[ -z "${H3_FLASHINFER_PATH:-}" ] && [ -f .peers/flashinfer_min/flashinfer_build.json ] && export H3_FLASHINFER_PATH=$PWD/.peers/flashinfer_min
 for s in $steps; do
   case $s in
   build)
@@ -140,12 +143,13 @@ for s in $steps; do
       timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 --metrics "$ncu_metrics" \
         "$BUILD/tools/bench/bench_attn" --seqs "$ncu_seq" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
       grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration|Waves|cycles_active|cycles_elapsed" "$OUT/ncu.log" | head -90
-      for v in ${H3_NCU_VARIANTS:-}; do # lab variants (H3_LAB=1 builds): the same metrics, one launch
-        is_hung "$v" && continue
-        timeout 100 ncu --clock-control none --kernel-name regex:h3lab --launch-count 1 --metrics "$ncu_metrics" \
+      for v in $(tr , " " <<<"${H3_NCU_VARIANTS:-}"); do # lab variants (-DH3_LAB=ON): same metrics, one launch
+        is_bad "$v" && { summary+=("ncu v$v: left out, its tests failed or timed out"); continue; }
+        # wg3: the attention kernel of every wg3 variant (not v160's key-norm pass before it)
+        timeout 100 ncu --clock-control none --kernel-name regex:wg3 --launch-count 1 --metrics "$ncu_metrics" \
           "$BUILD/tools/bench/bench_attn" --variant "$v" --seqs "$ncu_seq" --no-selfcheck --warmup 0 --reps 1 \
           >"$OUT/ncu_v$v.log" 2>&1
-        summary+=("ncu v$v: rc=$?"); grep -E "h3lab|cycles_active|cycles_elapsed|pct" "$OUT/ncu_v$v.log" | head -12
+        summary+=("ncu v$v: rc=$?"); grep -E "wg3|cycles_active|cycles_elapsed|pct" "$OUT/ncu_v$v.log" | head -12
       done
     fi ;;
   fa3)
@@ -173,7 +177,7 @@ for s in $steps; do
     for v in ${H3_TEST_VARIANTS:-}; do
       lab_test "$v" "$OUT/test_v$v.log"
       # and S = 4096 at H = 56 on the model-like data: a persistent variant's CTAs take ~9 items each
-      is_hung "$v" || lab_test "$v" "$OUT/test_v${v}_4096.log" --case 4096 56 4
+      is_bad "$v" || lab_test "$v" "$OUT/test_v${v}_4096.log" --case 4096 56 4
     done ;;
   sweeps)
     log "test_gpu_attention --sweep on lab variants"
@@ -214,8 +218,8 @@ for s in $steps; do
   ab)
     log "sm90_ab on the model-like q/k/v"
     abv= dropped= abvars=${H3_AB_VARIANTS:-147,150}
-    for v in ${abvars//,/ }; do if is_hung "$v"; then dropped+=" $v"; else abv=${abv:+$abv,}$v; fi; done
-    [ -n "$dropped" ] && summary+=("ab: left out, their tests timed out:$dropped")
+    for v in ${abvars//,/ }; do if is_bad "$v"; then dropped+=" $v"; else abv=${abv:+$abv,}$v; fi; done
+    [ -n "$dropped" ] && summary+=("ab: left out, their tests failed or timed out:$dropped")
     [ -n "$abv" ] || continue
     abq=${H3_AB_QKV:-}
     if [ -z "$abq" ]; then # the model-like block's q, k, v at each S of H3_AB_SEQS, made here
@@ -227,7 +231,7 @@ for s in $steps; do
     log "attention over S and H: ours and the FP8 peers"
     scv=
     for v in $(tr , " " <<<"${H3_SCALING_VARIANTS:-}"); do
-      if is_hung "$v"; then summary+=("scaling: v$v left out, its tests timed out"); else scv+=" $v"; fi
+      if is_bad "$v"; then summary+=("scaling: v$v left out, its tests failed or timed out"); else scv+=" $v"; fi
     done
     H3_VARIANTS=$scv timeout 500 bash tools/bench/scaling.sh "$BUILD" \
       "${H3_SCALING_SEQS:-2048,4096,8192}" "${H3_SCALING_HEADS:-1,6,12,28,56,112}" >"$OUT/scaling.log" 2>&1

@@ -304,24 +304,30 @@ static int sanity_check_O(const uint16_t *O, int S, int H, char *msg, size_t msg
     return 0;
 }
 
-/* Times fn over the rotated sets. Returns 0 or a cudaError_t. */
-/* --lead-us: what each timed launch is queued behind: a read of 3x the L2
+/* --lead-us: what each timed launch is queued behind, a read of 3x the L2
  * (its inputs are then never there, however small they are) and the spin.
- * The scratch buffer is taken once, outside dalloc's per-length set, and
- * kept for the process. */
+ * The scratch: g_lead_n zeroed floats (a multiple of 4) and the sink after
+ * them, taken once by lead_init, outside dalloc's per-length set. */
+static float *g_lead_buf;
+static size_t g_lead_n;
+
+static void lead_init(void)
+{
+    g_lead_n = (3 * g_l2 / 16 + 1) * 4;
+    const size_t bytes = (g_lead_n + 4) * sizeof(float);
+    if (cudaMalloc((void **)&g_lead_buf, bytes) != cudaSuccess || cudaMemset(g_lead_buf, 0, bytes) != cudaSuccess) {
+        fprintf(stderr, "bench_attn: --lead-us: cannot allocate its %zu MB L2-flush buffer\n", bytes >> 20);
+        exit(1);
+    }
+}
+
 static int lead(cudaStream_t st)
 {
-    static float *scratch;
-    const size_t n = (3 * g_l2 / 16 + 1) * 4; /* floats, a multiple of 4; the last one is the sink */
-    cudaError_t e;
-    if (!scratch && (e = cudaMalloc((void **)&scratch, (n + 4) * sizeof(float))) != cudaSuccess) {
-        scratch = NULL;
-        return (int)e;
-    }
-    int rc = bench_l2_evict(scratch, n, scratch + n, st);
+    int rc = bench_l2_evict(g_lead_buf, g_lead_n, g_lead_buf + g_lead_n, st);
     return rc ? rc : bench_spin(g_lead_us, st);
 }
 
+/* Times fn over the rotated sets. Returns 0 or a cudaError_t. */
 static int time_launches(int (*launch)(void *, int), void *ctx, int nsets, int warmup, int reps, double *med,
                          double *mn)
 {
@@ -332,7 +338,7 @@ static int time_launches(int (*launch)(void *, int), void *ctx, int nsets, int w
     for (int w = 0; w < warmup && !rc; w++) rc = launch(ctx, w % nsets);
     if (!rc) rc = (int)cudaDeviceSynchronize();
     for (int r = 0; r < reps && !rc; r++) {
-        if (g_lead_us > 0) CK((cudaError_t)lead(0));
+        if (g_lead_us > 0 && (rc = lead(0)) != 0) break;
         CK(cudaEventRecord(ev[2 * r], 0));
         rc = launch(ctx, (r + warmup) % nsets);
         CK(cudaEventRecord(ev[2 * r + 1], 0));
@@ -884,6 +890,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_attn: this build has no machine code for %s; rebuild with H3_CUDA_ARCHS\n", g_device);
         return 2;
     }
+    if (g_lead_us > 0) lead_init();
     /* sm90 twice: as for unsmoothed V, and on the smoothed-V path (dit_block's default) */
     kernel_t ks[3] = {{"h3_fp8_mma", h3k_attn_fp8_mma, strstr(kernels, "mma") != NULL, 0},
                       {"h3_fp8_sm90", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL, 0},

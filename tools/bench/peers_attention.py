@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """peers_attention.py — the attention peers of h3block, timed in one process on one GPU.
 
-    python3 tools/bench/peers_attention.py [--seqs 4096,8192,16384,30272,75600] [--heads 56]
-        [--reps 10] [--warmup 2] [--impls LIST] [--fa3-path DIR] [--flashinfer-path DIR] [--json FILE]
+    python3 tools/bench/peers_attention.py [--seqs 4096,8192,16384,30272,75600] [--heads 56[,H...]]
+        [--reps 10] [--warmup 2] [--impls LIST] [--fa3-path DIR] [--flashinfer-path DIR] [--lead-us N]
+        [--json FILE]
     python3 tools/bench/peers_attention.py --qkv q1.safetensors[,q2.safetensors...] [same options]
 
-Inputs: without --qkv, random N(0,1) q/k/v per S (profile 'randn'). With --qkv, each file holds
+Inputs: without --qkv, random N(0,1) q/k/v per S and H (profile 'randn'). With --qkv, each file holds
 the block's own attention inputs (torch_block.py --dump-qkv writes them, and our kernels read
 the same files): tensors q, k, v, BF16, [S][H*128] (q and k already RMS-normed and rotated, v
 raw; layout [S][H][128]), metadata 'profile' and 'tokens'; H = columns / 128.
@@ -47,7 +48,8 @@ them; when one of these, or the cudnn frontend, cannot be imported, its rows say
 <reason>'.
 Timing: several copies of the input set rotated so L2 holds no copy (>= 2, more while the set
 is < 3x L2), CUDA events around each call, warm-up, median of --reps (>= 10). TFLOPS =
-4 S^2 D H / t.
+4 S^2 D H / t. --lead-us N queues each timed call behind a read of 3x the L2 and an N µs spin,
+for calls of a few µs (shorter than their host-side work, their sets inside the L2).
 Accuracy: every impl against EXACT attention, FP64 softmax(q k^T / sqrt(128)) v computed from
 the same BF16 q, k, v, on R = min(S, 1024) query rows r_j = floor((2j+1) S / (2R)),
 j = 0..R-1, all heads (the C side samples the same rows): err_vs_exact = {rel_rms =
@@ -434,9 +436,12 @@ def main():
         ap.error("--qkv needs at least one file")
     try:
         seqs = [int(s) for s in args.seqs.split(",") if s]
+    except ValueError:
+        ap.error(f"--seqs {args.seqs!r}: want comma-separated integers")
+    try:
         heads = [int(s) for s in args.heads.split(",") if s]
     except ValueError:
-        ap.error(f"--seqs {args.seqs!r} / --heads {args.heads!r}: want comma-separated integers")
+        ap.error(f"--heads {args.heads!r}: want comma-separated integers")
     if not files and (not seqs or min(seqs) < 1 or not heads or min(heads) < 1):
         ap.error("--seqs and --heads must be positive")
     if args.lead_us < 0:

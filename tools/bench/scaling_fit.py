@@ -51,7 +51,10 @@ def load_rows(paths, ours):
         tool = doc.get("tool") if isinstance(doc, dict) else None
         if tool not in ("bench_attn", "peers_attention"):
             fail(f"{path}: not a bench_attn or peers_attention JSON (tool {tool!r})")
-        for r in doc.get("results", []):
+        rows = doc.get("results", [])
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            fail(f"{path}: 'results' is not a list of rows")
+        for r in rows:
             if r.get("status") != "ok" or "median_ms" not in r:
                 continue
             name = r.get("kernel") if tool == "bench_attn" else r.get("impl")
@@ -88,9 +91,11 @@ def solve3(m, v):
 
 def fit(points):
     """Weighted least squares of t = a + b·HS + c·HS² over [(S, H, t)], weights 1/t.
-    Returns dict(a, b, c, se=[...], max_rel=...) or None (fewer than 4 points or singular)."""
+    Returns (dict(a, b, c, se=[...], max_rel=...), None) or (None, why not)."""
     if len(points) < 4:
-        return None
+        return None, f"{len(points)} launches, 4 needed"
+    if len({S for S, _, _ in points}) < 2:
+        return None, "one S only: the rows and the pairs cannot be told apart"
     # scale the columns to O(1) so that the normal equations stay well conditioned
     xs = [(1.0, H * S, H * S * S) for S, H, _ in points]
     sc = [max(abs(x[j]) for x in xs) for j in range(3)]
@@ -99,7 +104,7 @@ def fit(points):
     aty = [sum(w * w * x[i] * t for x, t, w in rows) for i in range(3)]
     beta = solve3(ata, aty)
     if beta is None:
-        return None
+        return None, "singular"
     res = [(t - sum(b * xi for b, xi in zip(beta, x))) * w for x, t, w in rows]
     dof = len(rows) - 3
     s2 = sum(r * r for r in res) / dof
@@ -109,7 +114,7 @@ def fit(points):
         col = solve3(ata, e)
         se.append(math.sqrt(max(0.0, s2 * col[j])) / sc[j])
     a, b, c = (beta[j] / sc[j] for j in range(3))
-    return {"a": a, "b": b, "c": c, "se": se, "max_rel": max(abs(r) for r in res), "points": len(rows)}
+    return {"a": a, "b": b, "c": c, "se": se, "max_rel": max(abs(r) for r in res), "points": len(rows)}, None
 
 
 def main():
@@ -143,15 +148,15 @@ def main():
                 cells.append(f"{t:>18.4f}")
         print(f"{S:>6} {H:>4} " + " ".join(cells))
     print(f"\nfit t = a + b·H·S + c·H·S² over launches with H·S >= {args.min_rows} (weights 1/t; ± one standard error)")
-    print(f"{'impl':<16} {'points':>6} {'a µs':>14} {'b ns/row':>16} {'µs/CTA':>7} {'c as TFLOPS':>12} "
+    print(f"{'impl':<16} {'points':>6} {'a µs':>14} {'b ns/row':>17} {'µs/CTA':>7} {'c as TFLOPS':>12} "
           f"{'max resid':>10}")
     fits = {}
     for i in impls:
         pts = [(S, H, t) for (S, H), t in data[i].items() if H * S >= args.min_rows]
-        f = fit(pts)
+        f, why = fit(pts)
         fits[i] = f
         if f is None:
-            print(f"{i:<16} {len(pts):>6}  n/a (needs 4 points)")
+            print(f"{i:<16} {len(pts):>6}  n/a ({why})")
             continue
         tflops = 4 * D / (f["c"] * 1e9) if f["c"] > 0 else float("nan")
         print(f"{i:<16} {f['points']:>6} {1e3 * f['a']:>7.1f} ± {1e3 * f['se'][0]:<5.1f}"
@@ -164,8 +169,11 @@ def main():
                "fits": {i: (None if f is None else {"a_ms": f["a"], "b_ms_per_row": f["b"], "c_ms_per_pair": f["c"],
                                                     "se": f["se"], "max_rel_resid": f["max_rel"],
                                                     "points": f["points"]}) for i, f in fits.items()}}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        try:
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=1)
+        except OSError as e:
+            fail(f"--json {args.json}: {e}")
     return 0
 
 
