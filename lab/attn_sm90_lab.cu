@@ -576,9 +576,7 @@ __global__ void __launch_bounds__(kWg3Threads, 1)
         if constexpr (kTab) {
             for (int n = tw; n < nkt; n += 128) {
                 const TileScalars ts = tile_scalars(sqq, sk_h[n], sv_h[n], r256);
-                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(tb + 16u * (uint32_t)n), "f"(ts.cs),
-                             "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
-                             : "memory");
+                store_table_entry(tb + 16u * (uint32_t)n, ts.cs, ts.lmult, ts.imult);
             }
             sm90::named_bar_sync(1 + wgi, 128);
         }
@@ -842,15 +840,9 @@ static __device__ __forceinline__ void persist_tables(const h3_sm90_grid &grid, 
             const TileScalars t0 = tile_scalars(sq0, skn, svn, r256);
             const float cs1 = tile_scalars(sq1, skn, svn, r256).cs, cs2 = tile_scalars(sq2, skn, svn, r256).cs;
             const uint32_t e = tb + 16u * (uint32_t)i, row = 16u * (uint32_t)nkt; /* consumer j's entry: e + j row */
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e), "f"(t0.cs), "f"(t0.lmult),
-                         "f"(t0.imult), "f"(0.f)
-                         : "memory");
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e + row), "f"(cs1), "f"(t0.lmult),
-                         "f"(t0.imult), "f"(0.f)
-                         : "memory");
-            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(e + 2u * row), "f"(cs2), "f"(t0.lmult),
-                         "f"(t0.imult), "f"(0.f)
-                         : "memory");
+            store_table_entry(e, t0.cs, t0.lmult, t0.imult);
+            store_table_entry(e + row, cs1, t0.lmult, t0.imult);
+            store_table_entry(e + 2u * row, cs2, t0.lmult, t0.imult);
             skn = skx, svn = svx;
         }
         if (warp == 0 && lane == 0) /* after the qempty wait, as the table's stores */

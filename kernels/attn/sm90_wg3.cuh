@@ -102,15 +102,20 @@ struct Wg3Rows {
     int len, ilast, klast;    /* its key tiles; the ragged one's index (-1: none of its); valid keys there */
 };
 
+/* One 16-byte entry of the softmax-scalar table at addr: (cs, lmult, imult, 0). */
+static __device__ __forceinline__ void store_table_entry(uint32_t addr, float cs, float lmult, float imult)
+{
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(cs), "f"(lmult), "f"(imult), "f"(0.f)
+                 : "memory");
+}
+
 /* kTab: the warpgroup's softmax scalars, one 16-byte entry per key tile,
  * computed once (then a named barrier over its 128 threads). */
 static __device__ __forceinline__ void write_table(const Wg3Rows &r, int tw, int wgi)
 {
     for (int i = tw; i < r.len; i += 128) {
         const TileScalars ts = tile_scalars(r.sqq, r.sk[i], r.sv[i], r.r256);
-        asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(r.tb + 16u * (uint32_t)i), "f"(ts.cs),
-                     "f"(ts.lmult), "f"(ts.imult), "f"(0.f)
-                     : "memory");
+        store_table_entry(r.tb + 16u * (uint32_t)i, ts.cs, ts.lmult, ts.imult);
     }
     sm90::named_bar_sync(1 + wgi, 128);
 }
