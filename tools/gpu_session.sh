@@ -55,6 +55,12 @@ hung= # lab variants whose test_gpu_attention run timed out: later steps leave t
 failed= # and those whose run failed: the timing steps (ab, scaling, ncu) leave them out too
 is_hung() { [[ " $hung " == *" $1 "* ]]; }
 is_bad() { is_hung "$1" || [[ " $failed " == *" $1 "* ]]; }
+keep_good() { # STEP LIST: the variants of LIST (commas or spaces) that are not is_bad, in $kept
+  local v; kept=
+  for v in $(tr , " " <<<"$2"); do
+    if is_bad "$v"; then summary+=("$1: v$v left out, its tests failed or timed out"); else kept+=" $v"; fi
+  done
+}
 lab_test() { # V LOG [ARGS...]: test_gpu_attention ARGS on lab variant V into LOG; a timeout marks V hung
   local v=$1 lg=$2 rc; shift 2
   timeout 300 "$BUILD/tests/test_gpu_attention" "$@" --variant "$v" >"$lg" 2>&1
@@ -143,8 +149,8 @@ for s in $steps; do
       timeout 100 ncu --clock-control none --kernel-name regex:attn_fp8 --launch-count 3 --metrics "$ncu_metrics" \
         "$BUILD/tools/bench/bench_attn" --seqs "$ncu_seq" --kernels mma,sm90 --no-selfcheck --warmup 0 --reps 1 >>"$OUT/ncu.log" 2>&1
       grep -E "attn_fp8|Throughput|Pipe|Occupancy|Registers|pct|sum |Bank|Duration|Waves|cycles_active|cycles_elapsed" "$OUT/ncu.log" | head -90
-      for v in $(tr , " " <<<"${H3_NCU_VARIANTS:-}"); do # lab variants (-DH3_LAB=ON): same metrics, one launch
-        is_bad "$v" && { summary+=("ncu v$v: left out, its tests failed or timed out"); continue; }
+      keep_good ncu "${H3_NCU_VARIANTS:-}"
+      for v in $kept; do # lab variants (-DH3_LAB=ON): same metrics, one launch
         # wg3: the attention kernel of every wg3 variant (not v160's key-norm pass before it)
         timeout 100 ncu --clock-control none --kernel-name regex:wg3 --launch-count 1 --metrics "$ncu_metrics" \
           "$BUILD/tools/bench/bench_attn" --variant "$v" --seqs "$ncu_seq" --no-selfcheck --warmup 0 --reps 1 \
@@ -217,9 +223,8 @@ for s in $steps; do
     done ;;
   ab)
     log "sm90_ab on the model-like q/k/v"
-    abv= dropped= abvars=${H3_AB_VARIANTS:-147,150}
-    for v in ${abvars//,/ }; do if is_bad "$v"; then dropped+=" $v"; else abv=${abv:+$abv,}$v; fi; done
-    [ -n "$dropped" ] && summary+=("ab: left out, their tests failed or timed out:$dropped")
+    keep_good ab "${H3_AB_VARIANTS:-147,150}"
+    abv=$(tr ' ' , <<<"${kept# }")
     [ -n "$abv" ] || continue
     abq=${H3_AB_QKV:-}
     if [ -z "$abq" ]; then # the model-like block's q, k, v at each S of H3_AB_SEQS, made here
@@ -229,11 +234,8 @@ for s in $steps; do
     summary+=("ab: rc=$?"); tail -12 "$OUT/ab.log" ;;
   scaling)
     log "attention over S and H: ours and the FP8 peers"
-    scv=
-    for v in $(tr , " " <<<"${H3_SCALING_VARIANTS:-}"); do
-      if is_bad "$v"; then summary+=("scaling: v$v left out, its tests failed or timed out"); else scv+=" $v"; fi
-    done
-    H3_VARIANTS=$scv timeout 500 bash tools/bench/scaling.sh "$BUILD" \
+    keep_good scaling "${H3_SCALING_VARIANTS:-}"
+    H3_VARIANTS=$kept timeout 500 bash tools/bench/scaling.sh "$BUILD" \
       "${H3_SCALING_SEQS:-2048,4096,8192}" "${H3_SCALING_HEADS:-1,6,12,28,56,112}" >"$OUT/scaling.log" 2>&1
     summary+=("scaling: rc=$?"); tail -32 "$OUT/scaling.log" ;;
   pkg)

@@ -173,7 +173,6 @@ static void die_cuda(cudaError_t e, const char *what)
     } while (0)
 
 static double g_lead_us; /* --lead-us: the spin queued before each timed launch */
-static size_t g_l2;       /* the device's L2 bytes */
 
 static void write_json(const char *path, int H)
 {
@@ -311,9 +310,9 @@ static int sanity_check_O(const uint16_t *O, int S, int H, char *msg, size_t msg
 static float *g_lead_buf;
 static size_t g_lead_n;
 
-static void lead_init(void)
+static void lead_init(size_t l2)
 {
-    g_lead_n = (3 * g_l2 / 16 + 1) * 4;
+    g_lead_n = (3 * l2 / 16 + 1) * 4;
     const size_t bytes = (g_lead_n + 4) * sizeof(float);
     if (cudaMalloc((void **)&g_lead_buf, bytes) != cudaSuccess || cudaMemset(g_lead_buf, 0, bytes) != cudaSuccess) {
         fprintf(stderr, "bench_attn: --lead-us: cannot allocate its %zu MB L2-flush buffer\n", bytes >> 20);
@@ -883,14 +882,13 @@ int main(int argc, char **argv)
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    g_l2 = (size_t)prop.l2CacheSize;
     snprintf(g_device, sizeof g_device, "%.200s (sm_%d%d, %d SMs, %d MB L2)", prop.name, prop.major, prop.minor,
              prop.multiProcessorCount, prop.l2CacheSize >> 20);
     if (!h3k_device_supported()) {
         fprintf(stderr, "bench_attn: this build has no machine code for %s; rebuild with H3_CUDA_ARCHS\n", g_device);
         return 2;
     }
-    if (g_lead_us > 0) lead_init();
+    if (g_lead_us > 0) lead_init((size_t)prop.l2CacheSize);
     /* sm90 twice: as for unsmoothed V, and on the smoothed-V path (dit_block's default) */
     kernel_t ks[3] = {{"h3_fp8_mma", h3k_attn_fp8_mma, strstr(kernels, "mma") != NULL, 0},
                       {"h3_fp8_sm90", h3k_attn_fp8_sm90, strstr(kernels, "sm90") != NULL, 0},

@@ -22,7 +22,7 @@
 # Usage: tools/bench/block_probe.sh BUILD_DIR WEIGHTS INPUT QKV [GEMM=fp8]
 # Env: OUT (./out), H3_PROBE_REPEAT (20), H3_FA3_PATH.
 set -uo pipefail
-if [ $# -lt 4 ]; then sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
+if [ $# -lt 4 ]; then sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; fi
 B=$1 W=$2 IN=$3 QKV=$4 GEMM=${5:-fp8}
 N=${H3_PROBE_REPEAT:-20}
 OUT=${OUT:-$PWD/out}/block_probe

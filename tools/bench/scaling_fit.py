@@ -32,6 +32,7 @@ import sys
 from h3cli import Parser
 
 D = 128
+WAVE_ROWS = 192 * 132  # query rows of one wave of our 192-row CTAs on 132 SMs
 
 
 def fail(msg):
@@ -122,7 +123,7 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--ours", default="h3_fp8_sm90_vs", help="bench_attn's row that is ours (default the "
                     "smoothed-V kernel dit_block runs)")
-    ap.add_argument("--min-rows", type=int, default=4 * 132 * 192, help="H·S a launch needs to enter the fit")
+    ap.add_argument("--min-rows", type=int, default=4 * WAVE_ROWS, help="H·S a launch needs to enter the fit")
     ap.add_argument("--json", help="write the table and the fits here")
     args = ap.parse_args()
     if args.min_rows < 1:
@@ -132,7 +133,7 @@ def main():
         print("scaling_fit: no ok rows in the files", file=sys.stderr)
         return 1
     impls = (["ours"] if "ours" in data else []) + sorted(k for k in data if k != "ours")
-    keys = sorted({k for d in data.values() for k in d}, key=lambda k: (k[0], k[1]))
+    keys = sorted({k for d in data.values() for k in d})
     print("median ms (peer/ours in brackets: > 1 means ours is faster)")
     print(f"{'S':>6} {'H':>4} " + " ".join(f"{i:>18}" for i in impls))
     for S, H in keys:
@@ -160,7 +161,7 @@ def main():
             continue
         tflops = 4 * D / (f["c"] * 1e9) if f["c"] > 0 else float("nan")
         print(f"{i:<16} {f['points']:>6} {1e3 * f['a']:>7.1f} ± {1e3 * f['se'][0]:<5.1f}"
-              f"{1e6 * f['b']:>9.4f} ± {1e6 * f['se'][1]:<6.4f} {1e3 * f['b'] * 192 * 132:>7.2f} {tflops:>12.1f} "
+              f"{1e6 * f['b']:>9.4f} ± {1e6 * f['se'][1]:<6.4f} {1e3 * f['b'] * WAVE_ROWS:>7.2f} {tflops:>12.1f} "
               f"{100 * f['max_rel']:>9.2f}%")
     if args.json:
         doc = {"tool": "scaling_fit", "min_rows": args.min_rows, "files": args.files,
